@@ -1,0 +1,38 @@
+# Two commands set everything up:  `make demo`  (install, then verify a bundled log)  and  `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+DEMO_LOG ?= sample_logs/compaction-recovery/session.jsonl
+SHARED_LOGS ?= ../shared/dsh-logs
+
+.PHONY: install demo test lint typecheck reference bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(BIN)/audit verify $(DEMO_LOG)
+	$(BIN)/audit rebuild --format digest $(DEMO_LOG)
+
+# The npm reference implementation, for the differential tests (pinned in tests/reference/package.json).
+reference:
+	bash tests/reference/install.sh
+
+lint: install
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/mypy
+
+test: install reference lint
+	DSH_LOGS=$(SHARED_LOGS) $(BIN)/pytest -n 2 -q
+
+bench: install reference
+	$(BIN)/python benchmarks/run.py
+
+clean:
+	rm -rf $(VENV) tests/reference/node_modules benchmarks/data

@@ -1,0 +1,127 @@
+"""The `audit` command line: parses options, calls the library, renders. Exit codes: 0 clean, 1 findings,
+2 unreadable input or bad usage."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .errors import DshAuditError
+from .readers import open_logs
+from .reconstruct import iter_requests
+from .verify import LogReport, summary, verify_paths
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_UNREADABLE = 0, 1, 2
+PREFIX_OPTION = click.option(
+    "--message-prefix", type=click.Choice(["legacy", "drop"]), default="legacy", show_default=True,
+    help="Older logs carry header.messagePrefix: 'legacy' prepends it as the old writers sent it; 'drop' "
+         "ignores it as the current reference does.")
+
+
+def _fail(error: DshAuditError) -> None:
+    click.echo(f"audit: {error}", err=True)
+    sys.exit(error.exit_code)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="dsh-audit")
+def main() -> None:
+    """Audit dsh session logs offline: every model request rebuilt from the log, every invariant checked."""
+
+
+@main.command()
+@click.argument("logs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--strict", is_flag=True, help="Warnings (placeholders, ignorable unknown events, torn tails) fail too.")
+@PREFIX_OPTION
+def verify(logs: tuple[Path, ...], fmt: str, strict: bool, message_prefix: str) -> None:
+    """Rebuild every request of each LOG (file or directory) and check every invariant."""
+    try:
+        reports = list(verify_paths(logs, message_prefix=message_prefix))
+    except DshAuditError as error:
+        _fail(error)
+        return
+    if fmt == "json":
+        click.echo(json.dumps({"summary": summary(reports, strict), "logs": [_report_json(r, strict)
+                                                                           for r in reports]}, indent=2))
+    else:
+        _render_table(reports, strict)
+    if any(r.read_error for r in reports):
+        sys.exit(EXIT_UNREADABLE)
+    sys.exit(EXIT_FINDINGS if any(r.failed(strict) for r in reports) else EXIT_CLEAN)
+
+
+def _report_json(report: LogReport, strict: bool) -> dict[str, Any]:
+    return {
+        "log": report.label, "ok": not report.failed(strict), "events": report.events,
+        "readError": report.read_error, "rejectedByReference": report.rejected,
+        "findings": [{"code": f.code, "severity": f.severity, "line": f.line, "seq": f.seq,
+                      "eventType": f.event_type, "message": f.message, "rejects": f.rejects}
+                     for f in report.findings],
+        "requests": [{"turn": q.turn, "step": q.step, "attempt": q.attempt, "dispatchSeq": q.dispatch_seq,
+                      "sha256": q.sha256, "inherited": q.inherited, "extendsPrevious": q.extends_previous,
+                      "causes": q.causes} for q in report.requests],
+    }
+
+
+def _render_table(reports: list[LogReport], strict: bool) -> None:
+    for report in reports:
+        status = "UNREADABLE" if report.read_error else ("FAIL" if report.failed(strict) else "ok")
+        click.echo(f"{status:<10} {report.label}  ({report.events} events, {len(report.requests)} requests)")
+        if report.read_error:
+            click.echo(f"    {report.read_error}")
+        for finding in report.findings:
+            click.echo(f"    {finding.render()}")
+    totals = summary(reports, strict)
+    click.echo(f"{totals['logs']} log(s), {totals['failed']} failed, {totals['requests']} request(s) rebuilt, "
+               f"{totals['errors']} error(s), {totals['warnings']} warning(s)")
+
+
+@main.command()
+@click.argument("log", type=click.Path(path_type=Path))
+@click.option("--step", "step_filter", metavar="TURN.STEP", help="Only the request(s) of this step.")
+@click.option("--format", "fmt", type=click.Choice(["json", "jsonl", "digest"]), default="json",
+              show_default=True, help="json: annotated and indented; jsonl: the exact request bytes, one per "
+              "line; digest: sha256 per request.")
+@PREFIX_OPTION
+def rebuild(log: Path, step_filter: str | None, fmt: str, message_prefix: str) -> None:
+    """Print the exact request(s) the model saw, rebuilt from LOG."""
+    wanted = _parse_step(step_filter)
+    out = sys.stdout.buffer
+    try:
+        for source in open_logs(log):
+            for request in iter_requests(source, message_prefix=message_prefix, bodies=fmt != "digest"):
+                if wanted is not None and (request.turn, request.step) != wanted:
+                    continue
+                name = f"{request.turn}.{request.step}#{request.attempt}"
+                if fmt == "digest":
+                    out.write(f"{name}\tseq={request.dispatch_seq}\t{request.sha256}\n".encode())
+                elif fmt == "jsonl":
+                    out.write((request.body or b"null") + b"\n")
+                else:
+                    annotated = {"log": source.label, "turn": request.turn, "step": request.step,
+                                 "attempt": request.attempt, "dispatchSeq": request.dispatch_seq,
+                                 "headerSeq": request.header_seq, "sha256": request.sha256,
+                                 "inherited": request.inherited, "prefix": request.prefix,
+                                 "placeholders": request.placeholders,
+                                 "request": json.loads(request.body) if request.body else None}
+                    out.write(json.dumps(annotated, indent=2, ensure_ascii=False).encode() + b"\n")
+                out.flush()
+    except DshAuditError as error:
+        _fail(error)
+    except BrokenPipeError:   # `audit rebuild … | head` is fine
+        sys.stderr.close()
+
+
+def _parse_step(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    try:
+        turn, step = text.split(".")
+        return int(turn), int(step)
+    except ValueError:
+        raise click.BadParameter(f"expected TURN.STEP such as 1.2, got {text!r}", param_hint="--step") from None

@@ -1,0 +1,335 @@
+"""The incremental request fold: events in, one rebuilt request per dispatched attempt out.
+
+A request attempt is dispatched at its first `assistant/chunk`; a `finish` chunk (or a change of turn/step,
+or the step's `assistant/message`) closes it. Its messages are the surface before that chunk, its header the
+latest `request/header` before it. Each surface event is projected once; each request's sha256 continues a
+running hash of the shared prefix, so digests of all N requests cost O(log size), not O(N x log size).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .findings import Finding
+from .header import HeaderSnapshot, changed_fields, header_equals, is_placeholder, snapshot
+from .jsjson import dumps_bytes
+from .legacy import LegacyUpgrader
+from .records import LogRecord
+from .shape import envelope_problem, header_problem, message_problem
+from .surface import SURFACE_TYPES, Surface, SurfaceError
+from .vocabulary import vocabulary
+
+CLOSES_ATTEMPT = ("assistant/message", "step/start", "step/end", "turn/start", "turn/end")
+
+
+@dataclass(frozen=True, slots=True)
+class Cause:
+    """A logged event that explains why a request is not an append-extension of its predecessor."""
+
+    kind: str            # "header-change" | "resume" | "initial" | "replace" | "end-seed" | "model-change"
+    seq: int
+    detail: str = ""
+
+
+@dataclass(slots=True)
+class RebuiltRequest:
+    turn: int
+    step: int
+    attempt: int
+    dispatch_seq: int
+    bound: str                          # "first-chunk" | "first-response-event"
+    header_seq: int | None
+    sha256: str | None                  # None when no header is in force
+    message_count: int
+    inherited: bool = False             # belongs to the parent lineage of a child log
+    body: bytes | None = None
+    extends_previous: bool = True
+    causes: list[Cause] = field(default_factory=list)
+    placeholders: list[str] = field(default_factory=list)
+    prefix: str = "none"                # "none" | "prepended" | "scrubbed" | "dropped"
+    provider: str | None = None
+    model: str | None = None
+    usage: dict[str, Any] | None = None
+    finish: str | None = None
+    line: int | None = None
+
+
+OnFinding = Callable[[Finding], None]
+
+
+class RequestFold:
+    def __init__(self, header: dict[str, Any], *, label: str, message_prefix: str = "legacy",
+                 bodies: bool = False, on_finding: OnFinding | None = None) -> None:
+        self.label = label
+        self.session_id = str(header.get("id"))
+        seed_length = header.get("seedLength")
+        self.seed_length = seed_length if isinstance(seed_length, int) else None
+        self.message_prefix_mode = message_prefix
+        self.bodies = bodies
+        self._emit_finding = on_finding or _raise_rejections
+        self.vocabulary = vocabulary()
+        self.upgrader = LegacyUpgrader(self.session_id)
+        self.surface = Surface()
+        self.header: HeaderSnapshot | None = None
+        self.next_seq = 0
+        self.seed_end: int | None = self.seed_length
+        self.open_attempt: tuple[int, int] | None = None
+        self.attempts: dict[tuple[int, int], int] = {}
+        self.current: RebuiltRequest | None = None
+        self.pending_causes: list[Cause] = []
+        self.previous_header: HeaderSnapshot | None = None
+        self.previous_count = 0
+        self.previous_generation = 0
+        self.requests_emitted = 0
+        self._hash: Any = None
+        self._hash_key: tuple[int, bytes, int] | None = None
+        self._hash_count = 0
+        self._hash_primed = False
+        self.line = 0
+        self.last_event: dict[str, Any] | None = None  # the admitted (upgraded) form of the last event fed
+
+    # -- findings -------------------------------------------------------------------------------------
+    def finding(self, code: str, message: str, *, seq: int | None, event_type: str | None,
+                rejects: bool = False, severity: str = "error") -> None:
+        self._emit_finding(Finding(code=code, message=message, severity=severity, seq=seq, line=self.line,
+                                   event_type=event_type, rejects=rejects, log=self.label))
+
+    # -- the fold ---------------------------------------------------------------------------------------
+    def feed(self, record: LogRecord) -> RebuiltRequest | None:
+        """Fold one event; return the request attempt that this event closed, if any."""
+        self.line = record.line
+        seq = record.seq
+        if seq != self.next_seq:
+            kind = "seq-duplicate" if seq < self.next_seq else "seq-gap"
+            self.finding(kind, f"session event seq {seq} is not contiguous; expected {self.next_seq}",
+                         seq=seq, event_type=record.event.get("type"), rejects=True)
+        self.next_seq = seq + 1
+        event = self.last_event = self._admit(record.event, seq)
+        if event is None:
+            return None
+        kind = event["type"]
+        if kind == "assistant/message":
+            return self._on_assistant_message(event, seq, record.line)
+        closed: RebuiltRequest | None = None
+        if kind in CLOSES_ATTEMPT:
+            closed = self._close_attempt()
+        elif kind == "assistant/chunk":
+            step = self._chunk_step(event)
+            if step != self.open_attempt:
+                closed = self._close_attempt()
+            if self.open_attempt is None and step is not None:
+                self._dispatch(step, seq, "first-chunk", record.line)
+                self.open_attempt = step
+            self._observe_chunk(event)
+        elif kind in SURFACE_TYPES:
+            self._apply_surface(event, seq)
+        elif kind == "request/header":
+            self._apply_header(event, seq)
+        elif kind == "session/end-seed":
+            if self.seed_end is None:
+                self.seed_end = seq + 1
+            self.pending_causes.append(Cause("end-seed", seq, "resume/fork boundary (session/end-seed)"))
+        return closed
+
+    def _on_assistant_message(self, event: dict[str, Any], seq: int, line: int) -> RebuiltRequest | None:
+        """The step's response: bound a chunkless step here, attach usage, join the surface, close."""
+        step = self._chunk_step(event)
+        if self.current is None and step is not None and step not in self.attempts:
+            self._dispatch(step, seq, "first-response-event", line)
+        if self.current is not None and self.current.usage is None:
+            usage = event["data"].get("usage") if isinstance(event["data"], dict) else None
+            self.current.usage = usage if isinstance(usage, dict) else None
+        self._apply_surface(event, seq)
+        return self._close_attempt()
+
+    def finish(self) -> RebuiltRequest | None:
+        """End of log: return the still-open attempt, if any."""
+        return self._close_attempt()
+
+    # -- event admission: legacy upgrade and the reference's refusals ------------------------------------
+    def _admit(self, raw: dict[str, Any], seq: int) -> dict[str, Any] | None:
+        kind = raw.get("type")
+        problem = envelope_problem(raw)
+        if problem:
+            self.finding("envelope", problem, seq=seq, event_type=str(kind), rejects=True)
+            if not isinstance(kind, str):
+                return None
+        rejected = self.vocabulary.rejected_legacy.get(str(kind))
+        if rejected is not None:
+            self.finding("legacy-rejected", f"unsupported legacy {kind} event: {rejected}", seq=seq,
+                         event_type=str(kind), rejects=True)
+            return None
+        try:
+            event = self.upgrader.upgrade(raw, seq)
+        except Exception as error:  # LogRejected from a malformed legacy shape
+            self.finding("legacy-malformed", str(getattr(error, "message", error)), seq=seq,
+                         event_type=str(kind), rejects=True)
+            return None
+        kind = event["type"]
+        if kind not in self.vocabulary.known_types:
+            if event.get("ignorable") is True:
+                self.finding("unknown-ignorable", f'unknown event type "{kind}" marked ignorable: skipped',
+                             seq=seq, event_type=kind, severity="warning")
+            else:
+                self.finding("unknown-event", f'event type "{kind}" is unknown to this harness and not marked '
+                             "ignorable; refusing to interpret the log", seq=seq, event_type=kind, rejects=True)
+            return None
+        if kind == "request/header" and isinstance(event.get("data"), dict) \
+                and event["data"].get("reason") == "fallback":
+            self.finding("legacy-rejected", 'unsupported legacy request/header reason "fallback"', seq=seq,
+                         event_type=kind, rejects=True)
+            return None
+        for problem in (message_problem(event), header_problem(event)):
+            if problem:
+                self.finding("shape", problem, seq=seq, event_type=kind, rejects=True)
+                return None
+        return event
+
+    # -- surface and header -----------------------------------------------------------------------------
+    def _apply_surface(self, event: dict[str, Any], seq: int) -> None:
+        op = event.get("surfaceOp")
+        kind = event["type"]
+        try:
+            if op == "append":
+                self.surface.append(seq, event)
+            elif op is None:
+                self.finding("surface-op-missing", f'session event "{kind}" is surface-eligible and requires a '
+                             "surfaceOp marker", seq=seq, event_type=kind, rejects=True)
+            elif (isinstance(op, dict) and set(op) == {"op", "start", "end"} and op["op"] == "replace"
+                  and all(isinstance(op[k], int) and not isinstance(op[k], bool) and op[k] >= 0
+                          for k in ("start", "end"))):
+                shadowed = self.surface.replace(seq, event, op)
+                self.pending_causes.append(Cause("replace", seq, f"{kind} replaced surface nodes "
+                                                 f"{shadowed[0]}..{shadowed[-1]} ({len(shadowed)} node(s))"))
+            else:
+                self.finding("surface-op-invalid", f'session event "{kind}" carries an invalid surfaceOp',
+                             seq=seq, event_type=kind, rejects=True)
+        except SurfaceError as error:
+            code = "replace-missing-node" if "not found in surface" in str(error) else "surface-provenance"
+            self.finding(code, str(error), seq=seq, event_type=kind, rejects=True)
+
+    def _apply_header(self, event: dict[str, Any], seq: int) -> None:
+        data = event["data"]
+        new = snapshot(seq, data)
+        old = self.header
+        if old is None:
+            self.pending_causes.append(Cause(new.reason, seq, "first request/header"))
+        elif not header_equals(old.header, new.header) or old.message_prefix != new.message_prefix:
+            fields = changed_fields(old.header, new.header)
+            if old.message_prefix != new.message_prefix:
+                fields.append("messagePrefix")
+            kind = "model-change" if "config.model" in fields or "config.provider" in fields else "header-change"
+            self.pending_causes.append(Cause(kind, seq, f"{new.reason}: " + ", ".join(fields)))
+        elif new.reason == "resume":
+            self.pending_causes.append(Cause("resume", seq, "resume header identical to its predecessor"))
+        self.header = new
+
+    # -- attempts ----------------------------------------------------------------------------------------
+    @staticmethod
+    def _chunk_step(event: dict[str, Any]) -> tuple[int, int] | None:
+        data = event.get("data")
+        if not isinstance(data, dict):
+            return None
+        turn, step = data.get("turn"), data.get("step")
+        return (turn, step) if isinstance(turn, int) and isinstance(step, int) else None
+
+    def _observe_chunk(self, event: dict[str, Any]) -> None:
+        chunk = event["data"].get("chunk") if isinstance(event["data"], dict) else None
+        if not isinstance(chunk, dict) or self.current is None:
+            return
+        if chunk.get("type") == "usage" and isinstance(chunk.get("usage"), dict):
+            self.current.usage = chunk["usage"]
+        elif chunk.get("type") == "finish":
+            reason = chunk.get("reason")
+            self.current.finish = str(reason.get("kind")) if isinstance(reason, dict) else None
+            self.open_attempt = None
+
+    def _close_attempt(self) -> RebuiltRequest | None:
+        self.open_attempt = None
+        closed, self.current = self.current, None
+        return closed
+
+    def _dispatch(self, step: tuple[int, int], seq: int, bound: str, line: int) -> None:
+        attempt = self.attempts.get(step, 0) + 1
+        self.attempts[step] = attempt
+        header = self.header
+        request = RebuiltRequest(turn=step[0], step=step[1], attempt=attempt, dispatch_seq=seq, bound=bound,
+                                 header_seq=header.seq if header else None, sha256=None,
+                                 message_count=len(self.surface.visible), line=line,
+                                 inherited=self.seed_end is not None and seq < self.seed_end)
+        if header is None:
+            self.finding("no-header", "request has no request/header in force", seq=seq,
+                         event_type="assistant/chunk")
+        else:
+            config = header.header.get("config") or {}
+            request.provider, request.model = config.get("provider"), config.get("model")
+            request.placeholders = header.placeholders
+            prefix = self._prefix_messages(header, request)
+            request.sha256 = self._digest(header, prefix)
+            if self.bodies:
+                request.body = (b"{" + header.config_bytes + b'"messages":['
+                                + b",".join([*prefix, *self.surface.visible]) + b"]" + header.tail_bytes)
+        self._attribute(request, header)
+        self.current = request
+        self.requests_emitted += 1
+
+    def _prefix_messages(self, header: HeaderSnapshot, request: RebuiltRequest) -> list[bytes]:
+        prefix = header.message_prefix
+        if prefix is None or prefix == []:
+            return []
+        if self.message_prefix_mode == "drop":
+            request.prefix = "dropped"
+            return []
+        if is_placeholder(prefix) or not isinstance(prefix, list):
+            request.prefix = "scrubbed"
+            return []
+        request.prefix = "prepended"
+        return [dumps_bytes(message) for message in prefix]
+
+    def _digest(self, header: HeaderSnapshot, prefix: list[bytes]) -> str:
+        """sha256 of the request body, continuing the running hash while requests only append."""
+        key = (self.surface.generation, header.config_bytes + b"".join(prefix), id(header))
+        visible = self.surface.visible
+        if self._hash_key != key or self._hash_count > len(visible):
+            self._hash = hashlib.sha256(b"{" + header.config_bytes + b'"messages":[' + b",".join(prefix))
+            self._hash_key, self._hash_count = key, 0
+            self._hash_primed = bool(prefix)
+        for message in visible[self._hash_count:]:
+            if self._hash_primed:
+                self._hash.update(b",")
+            self._hash.update(message)
+            self._hash_primed = True
+        self._hash_count = len(visible)
+        final = self._hash.copy()
+        final.update(b"]" + header.tail_bytes)
+        return str(final.hexdigest())
+
+    def _attribute(self, request: RebuiltRequest, header: HeaderSnapshot | None) -> None:
+        """Is this request an append-extension of the previous one? If not, name the logged causes."""
+        causes, self.pending_causes = self.pending_causes, []
+        first = self.requests_emitted == 0
+        same_header = (header is not None and self.previous_header is not None
+                       and header_equals(header.header, self.previous_header.header)
+                       and header.message_prefix == self.previous_header.message_prefix)
+        grew = (self.surface.generation == self.previous_generation
+                and len(self.surface.visible) >= self.previous_count)
+        request.extends_previous = not first and same_header and grew
+        request.causes = causes
+        unexplained = not any(c.kind != "initial" for c in causes)
+        if not first and not request.extends_previous and unexplained and header is not None:
+            self.finding("prefix-break", "request is not an append-extension of its predecessor and no logged "
+                         "event explains it", seq=request.dispatch_seq, event_type="assistant/chunk")
+        self.previous_header = header
+        self.previous_count = len(self.surface.visible)
+        self.previous_generation = self.surface.generation
+
+
+def _raise_rejections(finding: Finding) -> None:
+    from .errors import LogRejected
+
+    if finding.rejects:
+        raise LogRejected(finding.message, path=finding.log, line=finding.line, seq=finding.seq,
+                          event_type=finding.event_type)

@@ -1,0 +1,111 @@
+"""The request header (EpochHeader): canonical form, equality, and the parts of a request it contributes.
+
+The reference keeps `config` exactly as logged, keeps `adapterDefaults` only when a flag is true, keeps
+`system`/`tools` only when non-empty, and drops every other key (including the legacy `messagePrefix`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .jsjson import dumps
+
+PLACEHOLDER_PREFIX = "{{"
+
+
+def _js_nonempty(value: Any) -> bool:
+    """`value !== undefined && value.length > 0` in JS: only strings and arrays have a length."""
+    return isinstance(value, (str, list)) and len(value) > 0
+
+
+def is_placeholder(value: Any) -> bool:
+    """A snapshot-normalization token such as "{{system}}" or ["{{messagePrefix}}"]."""
+    if isinstance(value, str):
+        return value.startswith(PLACEHOLDER_PREFIX) and value.endswith("}}")
+    if isinstance(value, list):
+        return any(isinstance(item, str) and is_placeholder(item) for item in value)
+    return False
+
+
+def canonical_header(header: dict[str, Any]) -> dict[str, Any]:
+    canonical: dict[str, Any] = {"config": header.get("config")}
+    defaults = header.get("adapterDefaults")
+    if isinstance(defaults, dict) and (defaults.get("reasoningEffort") is True or defaults.get("maxTokens") is True):
+        canonical["adapterDefaults"] = defaults
+    if _js_nonempty(header.get("system")):
+        canonical["system"] = header["system"]
+    if _js_nonempty(header.get("tools")):
+        canonical["tools"] = header["tools"]
+    return canonical
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderSnapshot:
+    """One `request/header` event, folded: canonical header plus its pre-serialized request parts."""
+
+    seq: int
+    reason: str
+    header: dict[str, Any]          # canonical
+    raw: dict[str, Any]             # as logged (keeps legacy messagePrefix for the legacy mode)
+    config_bytes: bytes             # `"provider":"x","model":"y",` — the config keys of the request, comma-terminated
+    tail_bytes: bytes               # `,"system":…,"tools":…}` closing the request after the messages array
+
+    @property
+    def placeholders(self) -> list[str]:
+        """Fields whose logged value is a normalization placeholder: the real content is unknown."""
+        return [key for key in ("system", "tools", "messagePrefix") if is_placeholder(self.raw.get(key))]
+
+    @property
+    def message_prefix(self) -> Any:
+        return self.raw.get("messagePrefix")
+
+
+def snapshot(seq: int, data: dict[str, Any]) -> HeaderSnapshot:
+    raw = data.get("header")
+    raw = raw if isinstance(raw, dict) else {}
+    canonical = canonical_header(raw)
+    config = canonical["config"] if isinstance(canonical["config"], dict) else {}
+    config_bytes = b"".join(f"{dumps(key)}:{dumps(value)},".encode() for key, value in config.items())
+    tail = "".join(f',"{key}":{dumps(canonical[key])}' for key in ("system", "tools") if key in canonical)
+    return HeaderSnapshot(seq=seq, reason=str(data.get("reason")), header=canonical, raw=raw,
+                          config_bytes=config_bytes, tail_bytes=(tail + "}").encode())
+
+
+def header_equals(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Field-wise equality as the reference defines it; key order matters inside tool schemas."""
+    ca, cb = a.get("config") or {}, b.get("config") or {}
+    if not isinstance(ca, dict) or not isinstance(cb, dict):
+        return dumps(ca) == dumps(cb)
+    for key in ("provider", "model", "reasoningEffort", "temperature", "maxTokens", "stop"):
+        if not _same_json(ca, cb, key):
+            return False
+    da, db = a.get("adapterDefaults") or {}, b.get("adapterDefaults") or {}
+    for flag in ("reasoningEffort", "maxTokens"):
+        if da.get(flag) != db.get(flag):
+            return False
+    if a.get("system") != b.get("system"):
+        return False
+    ta, tb = a.get("tools") or [], b.get("tools") or []
+    return dumps(ta) == dumps(tb)
+
+
+def _same_json(a: dict[str, Any], b: dict[str, Any], key: str) -> bool:
+    """Same presence and same JSON text: JS `===` on scalars (1 and 1.0 are one number; true is not 1)."""
+    if (key in a) != (key in b):
+        return False
+    return key not in a or dumps(a[key]) == dumps(b[key])
+
+
+def changed_fields(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """Top-level names of what differs between two canonical headers (config keys as `config.<key>`)."""
+    changed: list[str] = []
+    cb, ca = before.get("config") or {}, after.get("config") or {}
+    if isinstance(cb, dict) and isinstance(ca, dict):
+        for key in dict.fromkeys([*cb, *ca]):
+            if not _same_json(cb, ca, key):
+                changed.append(f"config.{key}")
+    elif dumps(cb) != dumps(ca):
+        changed.append("config")
+    changed.extend(key for key in ("adapterDefaults", "system", "tools") if not _same_json(before, after, key))
+    return changed

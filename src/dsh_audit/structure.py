@@ -1,0 +1,158 @@
+"""Structural invariants that the fold itself does not need: turn/step enclosure, header placement and
+reasons, tool call/result pairing, and surface events the dispatched request could not have seen."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .surface import SURFACE_TYPES
+
+Report = Callable[..., None]   # RequestFold.finding-compatible: (code, message, *, seq, event_type, ...)
+LOG_ONLY_BEFORE_DISPATCH = ("request/header", "request/context")
+
+
+def _turn_step(data: Any) -> tuple[Any, Any]:
+    return (data.get("turn"), data.get("step")) if isinstance(data, dict) else (None, None)
+
+
+class StructureChecker:
+    def __init__(self, report: Report, *, seeded: bool) -> None:
+        self.report = report
+        self.turn: int | None = None
+        self.step: int | None = None
+        self.headers_seen = 0
+        self.instance_anchored = False   # the current loop instance has logged its initial/resume snapshot
+        self.after_seed = seeded
+        self.calls: dict[str, int] = {}          # tool-call id -> seq of the assistant/message that made it
+        self.results: set[str] = set()
+        self.pre_dispatch_log_only: int | None = None  # seq of a header/context awaiting this attempt's chunk
+        self.attempt_open = False
+        self._pending_kind = ""
+
+    def observe(self, event: dict[str, Any], seq: int) -> None:
+        kind = event["type"]
+        data = event.get("data")
+        handler = getattr(self, "_on_" + kind.replace("/", "_").replace("-", "_"), None)
+        if handler is not None:
+            handler(data, seq)
+        if kind in SURFACE_TYPES and self.pre_dispatch_log_only is not None and not self.attempt_open \
+                and kind != "assistant/message":
+            self.report("late-surface-event", f"surface event logged after the step's {self._pending_kind} "
+                        f"(seq {self.pre_dispatch_log_only}) but before its dispatch: the request was built "
+                        "before it, yet the first-chunk boundary includes it", seq=seq, event_type=kind)
+        if kind in ("turn/start", "step/start", "step/end", "turn/end"):
+            self.attempt_open = False
+        self._check_enclosed(kind, data, seq)
+
+    # -- turns and steps --------------------------------------------------------------------------------
+    def _on_turn_start(self, data: Any, seq: int) -> None:
+        if self.turn is not None:
+            self.report("turn-enclosure", f"turn/start while turn {self.turn} is still open", seq=seq,
+                        event_type="turn/start")
+        self.turn, self.step = (data.get("turn") if isinstance(data, dict) else None), None
+
+    def _on_turn_end(self, data: Any, seq: int) -> None:
+        turn = data.get("turn") if isinstance(data, dict) else None
+        if self.turn is None or turn != self.turn:
+            self.report("turn-enclosure", f"turn/end for turn {turn} but the open turn is {self.turn}", seq=seq,
+                        event_type="turn/end")
+        if self.step is not None:
+            self.report("step-enclosure", f"turn/end while step {self.step} is still open", seq=seq,
+                        event_type="turn/end")
+        self.turn = self.step = None
+        self.pre_dispatch_log_only = None
+
+    def _on_step_start(self, data: Any, seq: int) -> None:
+        turn, step = _turn_step(data)
+        if self.turn is None or turn != self.turn:
+            self.report("step-enclosure", f"step/start of turn {turn} outside that turn", seq=seq,
+                        event_type="step/start")
+        if self.step is not None:
+            self.report("step-enclosure", f"step/start while step {self.step} is still open", seq=seq,
+                        event_type="step/start")
+        self.step = step
+        self.pre_dispatch_log_only = None
+
+    def _on_step_end(self, data: Any, seq: int) -> None:
+        turn, step = _turn_step(data)
+        if self.step is None or (turn, step) != (self.turn, self.step):
+            self.report("step-enclosure", f"step/end for {turn}.{step} but the open step is "
+                        f"{self.turn}.{self.step}", seq=seq, event_type="step/end")
+        self.step = None
+        self.pre_dispatch_log_only = None
+
+    def _check_enclosed(self, kind: str, data: Any, seq: int) -> None:
+        if kind not in ("assistant/chunk", "assistant/message", "tool/call", "tool/result"):
+            return
+        turn, step = _turn_step(data)
+        if (turn, step) != (self.turn, self.step):
+            self.report("step-enclosure", f"{kind} for step {turn}.{step} outside it (open step: "
+                        f"{self.turn}.{self.step})", seq=seq, event_type=kind)
+
+    # -- headers and dispatch ---------------------------------------------------------------------------
+    def _on_request_header(self, data: Any, seq: int) -> None:
+        reason = data.get("reason") if isinstance(data, dict) else None
+        if self.turn is None:
+            self.report("header-placement", "request/header logged outside any turn", seq=seq,
+                        event_type="request/header")
+        if not self.instance_anchored:
+            expected = "resume" if self.headers_seen else "initial"
+            if reason != expected:
+                self.report("instance-anchor", f"a loop instance's first request/header must have reason "
+                            f"'{expected}', got '{reason}'", seq=seq, event_type="request/header")
+            self.instance_anchored = True
+        elif reason == "initial":
+            self.report("instance-anchor", "reason 'initial' on a log that already has a request/header",
+                        seq=seq, event_type="request/header")
+        self.headers_seen += 1
+        self._mark_pre_dispatch(seq, "request/header")
+
+    def _on_request_context(self, data: Any, seq: int) -> None:
+        self._mark_pre_dispatch(seq, "request/context")
+
+    def _mark_pre_dispatch(self, seq: int, kind: str) -> None:
+        if not self.attempt_open:
+            self.pre_dispatch_log_only, self._pending_kind = seq, kind
+
+    def _on_session_end_seed(self, data: Any, seq: int) -> None:
+        self.instance_anchored = False    # what follows is a new loop instance (resume or fork)
+
+    def _on_assistant_chunk(self, data: Any, seq: int) -> None:
+        chunk = data.get("chunk") if isinstance(data, dict) else None
+        self.attempt_open = not (isinstance(chunk, dict) and chunk.get("type") == "finish")
+        self.pre_dispatch_log_only = None
+
+    # -- tool pairing -----------------------------------------------------------------------------------
+    def _on_assistant_message(self, data: Any, seq: int) -> None:
+        self.attempt_open = False
+        self.pre_dispatch_log_only = None
+        message = data.get("message") if isinstance(data, dict) else None
+        for block in (message or {}).get("content") or []:
+            if isinstance(block, dict) and block.get("type") == "tool-call" and isinstance(block.get("id"), str):
+                self.calls.setdefault(block["id"], seq)
+
+    def _on_tool_result(self, data: Any, seq: int) -> None:
+        message = data.get("message") if isinstance(data, dict) else None
+        source = (message or {}).get("source") or {}
+        call_id = source.get("callId") if isinstance(source, dict) else None
+        if not isinstance(call_id, str):
+            return
+        if call_id not in self.calls:
+            self.report("tool-pairing", f"tool/result for call {call_id!r} that no assistant message made",
+                        seq=seq, event_type="tool/result")
+        self.results.add(call_id)
+
+    def finish(self, last_seq: int | None) -> None:
+        open_turn = self.turn is not None
+        for call_id, seq in self.calls.items():
+            if call_id not in self.results:
+                self.report("tool-pairing", f"tool call {call_id!r} has no tool/result"
+                            + (" (the turn is still open: the log was cut off; the reference's load-time "
+                               "repair would close it)" if open_turn else ""),
+                            seq=seq, event_type="assistant/message",
+                            severity="warning" if open_turn else "error")
+        if open_turn:
+            self.report("open-turn", f"log ends inside turn {self.turn}: the session was cut off (the "
+                        "reference appends crash-repair closers on load)", seq=last_seq, event_type=None,
+                        severity="warning")

@@ -1,0 +1,121 @@
+"""The surface fold: which events are model-visible, in which order, and the message each projects to.
+
+Nodes are event seqs in model-visible order. `append` pushes a node; `{op:'replace',start,end}` splices the
+live nodes from `start` through `end` (positions in the list, not numeric order) into the replacing event.
+Each node's message is projected and serialized once, when it joins the surface.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .jsjson import dumps_bytes
+
+SURFACE_TYPES = ("user/message", "assistant/message", "tool/result")
+
+
+def derive_message(event: dict[str, Any]) -> Any | None:
+    """The per-event projection: the message an event contributes to every later request, or None."""
+    kind = event.get("type")
+    data = event.get("data")
+    if kind == "user/message":
+        return data
+    if kind == "assistant/message":
+        message = data.get("message") if isinstance(data, dict) else None
+        content = message.get("content") if isinstance(message, dict) else None
+        return None if isinstance(content, list) and not content else message
+    if kind == "tool/result":
+        return data.get("message") if isinstance(data, dict) else None
+    return None
+
+
+class SurfaceError(Exception):
+    """A surface operation the reference refuses; the message follows the reference's wording."""
+
+
+def _masked_tool_result(data: Any) -> Any:
+    """A tool/result's data with the first result block's content masked (what a rewrite may change)."""
+    if not isinstance(data, dict) or not isinstance(data.get("message"), dict):
+        return data
+    message = data["message"]
+    content = message.get("content")
+    first = content[0] if isinstance(content, list) and content and isinstance(content[0], dict) else {}
+    return {**data, "message": {**message, "content": [{**first, "content": None}]}}
+
+
+def check_provenance(event: dict[str, Any], seq: int, shadowed: list[int]) -> None:
+    sources = event.get("sourceEventSeqs")
+    seen: set[int] = set()
+    if sources is not None:
+        if not isinstance(sources, list):
+            raise SurfaceError(f"sourceEventSeqs on event at seq {seq} must be an array when present")
+        if not sources and event.get("type") != "assistant/message":
+            raise SurfaceError("sourceEventSeqs must not be empty except on assistant/message")
+        for source in sources:
+            if not isinstance(source, int) or isinstance(source, bool) or not 0 <= source < 2**53:
+                raise SurfaceError("sourceEventSeqs must densely contain non-negative safe integers")
+            seen.add(source)
+        if len(seen) != len(sources):
+            raise SurfaceError("sourceEventSeqs must not contain duplicates")
+        later = [source for source in sources if source >= seq]
+        if later:
+            raise SurfaceError(f"sourceEventSeqs must reference earlier events: {later[0]} >= current seq {seq}")
+    missing = [node for node in shadowed if node not in seen]
+    if missing:
+        raise SurfaceError("surface replace: sourceEventSeqs must include every shadowed surface node; "
+                           f"missing {', '.join(map(str, missing))}")
+
+
+class Surface:
+    """Live surface nodes with their serialized messages. Memory is bounded by the live surface."""
+
+    def __init__(self) -> None:
+        self.nodes: list[int] = []
+        self.messages: dict[int, bytes | None] = {}     # node seq -> serialized message (None: projects nothing)
+        self.tool_results: dict[int, Any] = {}          # node seq -> data, kept for rewrite checks
+        self.generation = 0                              # bumps on every replace
+        self.visible: list[bytes] = []                   # serialized messages in surface order
+
+    def append(self, seq: int, event: dict[str, Any]) -> None:
+        check_provenance(event, seq, [])
+        self._admit(seq, event)
+        self.nodes.append(seq)
+        message = self.messages[seq]
+        if message is not None:
+            self.visible.append(message)
+
+    def replace(self, seq: int, event: dict[str, Any], op: dict[str, Any]) -> list[int]:
+        start, end = op["start"], op["end"]
+        try:
+            i = self.nodes.index(start)
+        except ValueError:
+            raise SurfaceError(f"surface replace: start seq {start} not found in surface") from None
+        try:
+            j = self.nodes.index(end)
+        except ValueError:
+            raise SurfaceError(f"surface replace: end seq {end} not found in surface") from None
+        if i > j:
+            raise SurfaceError(f"surface replace: start seq {start} (index {i}) is after end seq {end} (index {j})")
+        shadowed = self.nodes[i:j + 1]
+        check_provenance(event, seq, shadowed)
+        if event.get("type") == "tool/result":
+            if len(shadowed) != 1:
+                raise SurfaceError("tool/result surface replacement must rewrite exactly one current node")
+            if shadowed[0] not in self.tool_results:
+                raise SurfaceError("tool/result surface replacement must target a current tool/result")
+            if _masked_tool_result(self.tool_results[shadowed[0]]) != _masked_tool_result(event.get("data")):
+                raise SurfaceError("tool/result surface replacement may change only content")
+        self._admit(seq, event)
+        self.nodes[i:j + 1] = [seq]
+        for node in shadowed:
+            self.messages.pop(node, None)
+            self.tool_results.pop(node, None)
+        self.generation += 1
+        self.visible = [m for m in (self.messages[node] for node in self.nodes) if m is not None]
+        return shadowed
+
+    def _admit(self, seq: int, event: dict[str, Any]) -> None:
+        message = derive_message(event)
+        self.messages[seq] = None if message is None else dumps_bytes(message)
+        if event.get("type") == "tool/result":
+            self.tool_results[seq] = event.get("data")

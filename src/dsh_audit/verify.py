@@ -1,0 +1,119 @@
+"""`verify`: schema validation, the reference's refusals and every structural invariant, per log."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import DshAuditError
+from .findings import Finding
+from .fold import RebuiltRequest, RequestFold
+from .readers import discover, open_logs
+from .records import LogSource
+from .structure import StructureChecker
+from .vocabulary import validate_event, validate_header
+
+
+@dataclass(slots=True)
+class RequestDigest:
+    turn: int
+    step: int
+    attempt: int
+    dispatch_seq: int
+    sha256: str | None
+    inherited: bool
+    extends_previous: bool
+    causes: list[str]
+
+
+@dataclass(slots=True)
+class LogReport:
+    label: str
+    findings: list[Finding] = field(default_factory=list)
+    requests: list[RequestDigest] = field(default_factory=list)
+    events: int = 0
+    read_error: str | None = None    # the log could not be read at all (exit 2)
+
+    @property
+    def rejected(self) -> bool:
+        return any(f.rejects for f in self.findings)
+
+    def failed(self, strict: bool = False) -> bool:
+        return self.read_error is not None or any(
+            f.severity == "error" or strict for f in self.findings)
+
+
+def _digest(request: RebuiltRequest) -> RequestDigest:
+    return RequestDigest(request.turn, request.step, request.attempt, request.dispatch_seq, request.sha256,
+                         request.inherited, request.extends_previous,
+                         [f"{c.kind}@{c.seq}: {c.detail}" for c in request.causes])
+
+
+def verify_source(source: LogSource, *, message_prefix: str = "legacy") -> LogReport:
+    report = LogReport(label=source.label)
+    findings = report.findings
+    fold = RequestFold(source.header, label=source.label, message_prefix=message_prefix,
+                       on_finding=findings.append)
+    structure = StructureChecker(fold.finding, seeded=False)
+    for violation in validate_header(source.header):
+        findings.append(Finding("schema", f"session header {violation.pointer or '/'}: {violation.message}",
+                                line=source.header_line, log=source.label))
+    last_seq: int | None = None
+    try:
+        for record in source.records():
+            report.events += 1
+            closed = fold.feed(record)
+            event = fold.last_event
+            if event is not None:
+                if not record.packed:   # packed members are expanded by us from a row the reader validated
+                    for violation in validate_event(event):
+                        fold.finding("schema", f"{violation.pointer or '/'}: {violation.message}",
+                                     seq=record.seq, event_type=event.get("type"))
+                structure.observe(event, record.seq)
+            if closed is not None:
+                report.requests.append(_digest(closed))
+            last_seq = record.seq
+    except DshAuditError as error:   # unreadable from here on: keep what was found before
+        report.read_error = str(error)
+        return report
+    closed = fold.finish()
+    if closed is not None:
+        report.requests.append(_digest(closed))
+    structure.finish(last_seq)
+    if source.torn_tail is not None:
+        tail = source.torn_tail
+        findings.append(Finding("torn-tail", f"dropped a torn final line ({tail.dropped_bytes} bytes): "
+                                f"{tail.reason}", severity="warning", line=tail.line, log=source.label))
+    if report.events == 0:
+        findings.append(Finding("empty-log", "the log has a header but no events", severity="warning",
+                                log=source.label))
+    return report
+
+
+def verify_path(path: Path, *, message_prefix: str = "legacy") -> list[LogReport]:
+    """Every session stored at `path`; an unreadable file becomes a report with `read_error` set."""
+    reports: list[LogReport] = []
+    try:
+        for source in open_logs(path):
+            reports.append(verify_source(source, message_prefix=message_prefix))
+    except DshAuditError as error:
+        reports.append(LogReport(label=str(path), read_error=str(error)))
+    return reports
+
+
+def verify_paths(paths: Iterable[Path], *, message_prefix: str = "legacy") -> Iterator[LogReport]:
+    for path in discover(list(paths)):
+        yield from verify_path(path, message_prefix=message_prefix)
+
+
+def summary(reports: list[LogReport], strict: bool = False) -> dict[str, Any]:
+    return {
+        "logs": len(reports),
+        "failed": sum(r.failed(strict) for r in reports),
+        "unreadable": sum(r.read_error is not None for r in reports),
+        "requests": sum(len(r.requests) for r in reports),
+        "errors": sum(f.severity == "error" for r in reports for f in r.findings),
+        "warnings": sum(f.severity == "warning" for r in reports for f in r.findings),
+    }
