@@ -1,0 +1,384 @@
+"""The dsh event vocabulary, read from the JSON Schemas shipped as `dsh_audit.schemas`.
+
+Everything about the vocabulary (which types exist, which are surface types, which legacy types the loader
+upgrades or refuses) lives in the schema files' `x-dsh-*` annotations; this module only reads them. The
+validators are compiled once per process, because a log can hold millions of events.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import suppress
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from importlib.resources.abc import Traversable
+from itertools import islice
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+from urllib.parse import urljoin
+
+from jsonschema import Draft202012Validator, ValidationError
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+MAX_VIOLATIONS = 5  # per event: enough to diagnose, cheap on a log that is wrong everywhere
+_SHORT = 60  # longest rendering of a value inside a message
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaViolation:
+    """One schema failure: where (a JSON pointer into the validated object) and why (one short line)."""
+
+    pointer: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.pointer or '/'}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class Vocabulary:
+    """What the schema files say about event types."""
+
+    known_types: frozenset[str]
+    surface_types: frozenset[str]
+    upgraded_legacy: Mapping[str, str]  # legacy type -> what the loader turns it into
+    rejected_legacy: Mapping[str, str]  # legacy type -> why the loader refuses the log
+    retired_legacy: Mapping[str, str]   # legacy type the loader no longer knows: refused unless ignorable
+    declared_in: Mapping[str, str]  # type -> upstream file that declares it
+
+
+Check = Callable[[Any], bool]
+
+
+class _Unsupported(Exception):
+    """A schema keyword the fast checker does not implement: that schema goes through jsonschema only."""
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """JSON equality as jsonschema applies it: true is not 1, 1 is 1.0."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_equal(a[key], b[key]) for key in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(map(_equal, a, b))
+    numbers = isinstance(a, int | float) and isinstance(b, int | float)
+    return (numbers or type(a) is type(b)) and a == b
+
+
+_TYPE_CHECKS: dict[str, Check] = {
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "string": lambda v: isinstance(v, str),
+    "boolean": lambda v: isinstance(v, bool),
+    "null": lambda v: v is None,
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    "integer": lambda v: ((isinstance(v, int) and not isinstance(v, bool))
+                          or (isinstance(v, float) and v.is_integer())),
+}
+
+
+def _unique_items(value: Any) -> bool:
+    if not isinstance(value, list):
+        return True
+    if all(type(item) is int for item in value):  # the common case: a list of seqs
+        return len(set(value)) == len(value)
+    return not any(_equal(a, b) for i, a in enumerate(value) for b in value[i + 1:])
+
+
+_ANNOTATIONS = {"$schema", "$id", "$defs", "title", "description"}
+
+
+class _FastCompiler:
+    """Compiles the subset of 2020-12 our schemas use into plain predicates.
+
+    jsonschema spends most of its time on reference lookups and validator bookkeeping; a yes/no answer for
+    the common case (a valid event) needs neither. Anything unsupported raises _Unsupported, and the
+    exact error report always comes from jsonschema.
+    """
+
+    def __init__(self, documents: Mapping[str, dict[str, Any]]) -> None:
+        self.documents = documents
+        self.by_ref: dict[str, Check] = {}
+
+    def compile(self, schema: Any, base: str) -> Check:
+        if schema is True:
+            return lambda value: True
+        if schema is False:
+            return lambda value: False
+        checks: list[Check] = []
+        for keyword, argument in schema.items():
+            if keyword not in _ANNOTATIONS and not keyword.startswith("x-dsh-"):
+                checks.append(self._keyword(keyword, argument, schema, base))
+        if not checks:
+            return lambda value: True
+        return checks[0] if len(checks) == 1 else lambda value: all(check(value) for check in checks)
+
+    def _ref(self, target: str) -> Check:
+        if target not in self.by_ref:
+            uri, _, fragment = target.partition("#")
+            node: Any = self.documents[uri]
+            for token in filter(None, fragment.split("/")):
+                node = node[token.replace("~1", "/").replace("~0", "~")]
+            cell: list[Check] = []
+            self.by_ref[target] = lambda value: cell[0](value)  # lets recursive shapes refer to themselves
+            cell.append(self.compile(node, uri))
+        return self.by_ref[target]
+
+    def _keyword(self, keyword: str, arg: Any, schema: dict[str, Any], base: str) -> Check:
+        if keyword == "$ref":
+            return self._ref(urljoin(base, arg))
+        if keyword == "type":
+            return _TYPE_CHECKS[arg]
+        if keyword == "const":
+            return lambda value: _equal(value, arg)
+        if keyword == "enum":
+            return lambda value: any(_equal(value, option) for option in arg)
+        if keyword == "properties":
+            props = {key: self.compile(sub, base) for key, sub in arg.items()}
+            return lambda value: not isinstance(value, dict) or all(
+                check(value[key]) for key, check in props.items() if key in value)
+        if keyword == "required":
+            return lambda value: not isinstance(value, dict) or all(key in value for key in arg)
+        if keyword == "additionalProperties" and arg is False and "patternProperties" not in schema:
+            allowed = frozenset(schema.get("properties", {}))
+            return lambda value: not isinstance(value, dict) or allowed.issuperset(value)
+        if keyword == "items":
+            item = self.compile(arg, base)
+            return lambda value: not isinstance(value, list) or all(map(item, value))
+        if keyword in ("allOf", "anyOf"):
+            subs = [self.compile(sub, base) for sub in arg]
+            combine = all if keyword == "allOf" else any
+            return lambda value: combine(sub(value) for sub in subs)
+        if keyword == "not":
+            negated = self.compile(arg, base)
+            return lambda value: not negated(value)
+        if keyword == "if" and "else" not in schema:
+            condition, then = self.compile(arg, base), self.compile(schema.get("then", True), base)
+            return lambda value: not condition(value) or then(value)
+        if keyword == "then" and "if" in schema:
+            return lambda value: True  # folded into "if"
+        if keyword in ("minimum", "maximum"):
+            low = keyword == "minimum"
+            return lambda value: not _TYPE_CHECKS["number"](value) or (value >= arg if low else value <= arg)
+        if keyword in ("minLength", "maxLength"):
+            low = keyword == "minLength"
+            return lambda value: not isinstance(value, str) or (len(value) >= arg if low else len(value) <= arg)
+        if keyword in ("minItems", "maxItems"):
+            low = keyword == "minItems"
+            return lambda value: not isinstance(value, list) or (len(value) >= arg if low else len(value) <= arg)
+        if keyword == "maxProperties":
+            return lambda value: not isinstance(value, dict) or len(value) <= arg
+        if keyword == "pattern":
+            regex = re.compile(arg)
+            return lambda value: not isinstance(value, str) or regex.search(value) is not None
+        if keyword == "uniqueItems" and arg is True:
+            return _unique_items
+        if keyword == "dependentRequired":
+            return lambda value: not isinstance(value, dict) or all(
+                key not in value or all(need in value for need in needs) for key, needs in arg.items())
+        raise _Unsupported(keyword)
+
+
+@dataclass(frozen=True, slots=True)
+class _Compiled:
+    vocabulary: Vocabulary
+    envelope: Draft202012Validator
+    header: Draft202012Validator
+    packed_row: Draft202012Validator
+    data: Mapping[str, Draft202012Validator]  # every type with a schema file, legacy ones included
+    fast: Mapping[str, Check]  # "envelope", "header", "packed_row" and every data type; see _FastCompiler
+
+
+def _schema_root() -> Traversable:
+    try:
+        return resources.files("dsh_audit.schemas")
+    except ModuleNotFoundError:
+        # Running from a source checkout that was never installed: schemas/ sits at the repo root.
+        return Path(__file__).resolve().parents[2] / "schemas"
+
+
+def _schema_files(root: Traversable) -> Iterator[Traversable]:
+    for entry in root.iterdir():
+        if entry.is_dir():
+            yield from _schema_files(entry)
+        elif entry.name.endswith(".schema.json"):
+            yield entry
+
+
+def load_schemas() -> dict[str, dict[str, Any]]:
+    """Every schema document, keyed by its `$id`."""
+    documents: dict[str, dict[str, Any]] = {}
+    for entry in _schema_files(_schema_root()):
+        document = json.loads(entry.read_text(encoding="utf-8"))
+        documents[document["$id"]] = document
+    return documents
+
+
+def _vocabulary(event_schemas: Iterable[dict[str, Any]]) -> Vocabulary:
+    known: set[str] = set()
+    surface: set[str] = set()
+    upgraded: dict[str, str] = {}
+    rejected: dict[str, str] = {}
+    retired: dict[str, str] = {}
+    declared: dict[str, str] = {}
+    for schema in event_schemas:
+        kind: str = schema["x-dsh-type"]
+        declared[kind] = schema["x-dsh-declared-in"]
+        legacy = schema.get("x-dsh-legacy")
+        if legacy == "upgraded":
+            upgraded[kind] = schema["x-dsh-legacy-reason"]
+        elif legacy == "rejected":
+            rejected[kind] = schema["x-dsh-legacy-reason"]
+        elif legacy == "retired":
+            retired[kind] = schema["x-dsh-legacy-reason"]
+        else:
+            known.add(kind)
+            if schema["x-dsh-surface"]:
+                surface.add(kind)
+    return Vocabulary(frozenset(known), frozenset(surface), MappingProxyType(upgraded),
+                      MappingProxyType(rejected), MappingProxyType(retired), MappingProxyType(declared))
+
+
+@cache
+def _compiled() -> _Compiled:
+    documents = load_schemas()
+    registry: Registry[Any] = Registry().with_resources(
+        (uri, Resource.from_contents(document, default_specification=DRAFT202012))
+        for uri, document in documents.items())
+
+    def compile_schema(document: dict[str, Any]) -> Draft202012Validator:
+        return Draft202012Validator(document, registry=registry)
+
+    by_name = {uri.rsplit("/", 1)[-1]: document for uri, document in documents.items()}
+    event_schemas = [document for document in documents.values() if "x-dsh-type" in document]
+    roots = {"envelope": by_name["envelope.schema.json"], "header": by_name["session-header.schema.json"],
+             "packed_row": by_name["packed-chunk-row.schema.json"],
+             **{document["x-dsh-type"]: document for document in event_schemas}}
+    compiler = _FastCompiler(documents)
+    fast: dict[str, Check] = {}
+    for name, document in roots.items():
+        with suppress(_Unsupported):  # such a schema is checked by jsonschema alone
+            fast[name] = compiler.compile(document, document["$id"])
+    return _Compiled(
+        vocabulary=_vocabulary(event_schemas),
+        envelope=compile_schema(by_name["envelope.schema.json"]),
+        header=compile_schema(by_name["session-header.schema.json"]),
+        packed_row=compile_schema(by_name["packed-chunk-row.schema.json"]),
+        data=MappingProxyType({doc["x-dsh-type"]: compile_schema(doc) for doc in event_schemas}),
+        fast=MappingProxyType(fast),
+    )
+
+
+def vocabulary() -> Vocabulary:
+    """The event vocabulary (loaded once)."""
+    return _compiled().vocabulary
+
+
+def _escape(token: str | int) -> str:
+    return str(token).replace("~", "~0").replace("/", "~1")
+
+
+def _pointer(prefix: str, path: Iterable[str | int]) -> str:
+    return prefix + "".join("/" + _escape(token) for token in path)
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= _SHORT else text[: _SHORT - 1] + "…"
+
+
+_JSON_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"), (list, "array"),
+               (dict, "object"), (type(None), "null"))
+
+
+def _json_type(value: Any) -> str:
+    return next((name for kind, name in _JSON_TYPES if isinstance(value, kind)), type(value).__name__)
+
+
+def _violations(error: ValidationError, prefix: str) -> Iterator[SchemaViolation]:
+    """Turn one jsonschema error into short violations pointing at the offending key where possible."""
+    where = _pointer(prefix, error.absolute_path)
+    keyword, expected, instance = error.validator, error.validator_value, error.instance
+    if keyword == "required" and isinstance(instance, dict):
+        # One error per missing key; recover which one from the message's leading repr.
+        missing = [key for key in expected if key not in instance]
+        key = next((key for key in missing if error.message.startswith(repr(key))), missing[0])
+        yield SchemaViolation(f"{where}/{_escape(key)}", "missing required key")
+    elif keyword == "additionalProperties" and isinstance(instance, dict):
+        allowed = error.schema.get("properties", {})
+        for key in instance:
+            if key not in allowed:
+                yield SchemaViolation(f"{where}/{_escape(key)}", "unexpected key")
+    elif keyword == "type":
+        yield SchemaViolation(where, f"expected {expected}, got {_json_type(instance)}")
+    elif keyword == "enum":
+        yield SchemaViolation(where, f"{_short(instance)} is not one of {_short(expected)}")
+    elif keyword == "const":
+        yield SchemaViolation(where, f"expected {_short(expected)}, got {_short(instance)}")
+    elif keyword in ("anyOf", "oneOf"):
+        shown = f"{_json_type(instance)} {_short(instance)}"
+        yield SchemaViolation(where, f"{shown} matches none of the allowed shapes")
+    elif keyword in ("not", None):  # a `not` or `false` schema: the key must be absent
+        yield SchemaViolation(where, "key not allowed")
+    else:
+        yield SchemaViolation(where, error.message.replace("\n", " ")[:120])
+
+
+def _check(validator: Draft202012Validator, instance: Any, prefix: str = "",
+           fast: Check | None = None) -> list[SchemaViolation]:
+    if fast is not None and fast(instance):
+        return []
+    found: list[SchemaViolation] = []
+    for error in islice(validator.iter_errors(instance), MAX_VIOLATIONS):
+        found.extend(_violations(error, prefix))
+    return found[:MAX_VIOLATIONS]
+
+
+def validate_event(event: dict[str, Any]) -> list[SchemaViolation]:
+    """Check one (already legacy-upgraded) event: envelope, surface placement, and its type's data schema.
+
+    An unknown type gets the envelope check only; whether it may be skipped is the caller's decision.
+    """
+    if not isinstance(event, dict):
+        return [SchemaViolation("", f"expected object, got {_json_type(event)}")]
+    compiled = _compiled()
+    found = _check(compiled.envelope, event, fast=compiled.fast.get("envelope"))
+    kind = event.get("type")
+    if not isinstance(kind, str):
+        return found
+    if kind in compiled.vocabulary.known_types:
+        if kind in compiled.vocabulary.surface_types:
+            if "surfaceOp" not in event:
+                found.append(SchemaViolation("/surfaceOp", "missing: required on a surface event"))
+        else:
+            found.extend(SchemaViolation(f"/{key}", "only surface events may carry it")
+                         for key in ("surfaceOp", "sourceEventSeqs") if key in event)
+    data_validator = compiled.data.get(kind)
+    if data_validator is not None and "data" in event:
+        found.extend(_check(data_validator, event["data"], "/data", compiled.fast.get(kind)))
+    return found[:MAX_VIOLATIONS]
+
+
+def validate_header(header: dict[str, Any]) -> list[SchemaViolation]:
+    """Check a JSONL session header line."""
+    compiled = _compiled()
+    return _check(compiled.header, header, fast=compiled.fast.get("header"))
+
+
+def validate_packed_row(row: dict[str, Any]) -> list[SchemaViolation]:
+    """Check a packed chunk row, including the rule a schema cannot say: one dt gap between members."""
+    compiled = _compiled()
+    found = _check(compiled.packed_row, row, fast=compiled.fast.get("packed_row"))
+    data = row.get("data") if isinstance(row, dict) else None
+    if isinstance(data, dict) and isinstance(data.get("dt"), list):
+        members = data.get("args" if row.get("type") == "tool-call-chunks" else "texts")
+        if isinstance(members, list) and members and len(data["dt"]) != len(members) - 1:
+            found.append(SchemaViolation("/data/dt", f"expected {len(members) - 1} gaps for {len(members)} "
+                                                     f"members, got {len(data['dt'])}"))
+    return found[:MAX_VIOLATIONS]
