@@ -174,8 +174,11 @@ class RequestFold:
                 self.finding("unknown-ignorable", f'unknown event type "{kind}" marked ignorable: skipped',
                              seq=seq, event_type=kind, severity="warning")
             else:
+                retired = self.vocabulary.retired_legacy.get(kind)
                 self.finding("unknown-event", f'event type "{kind}" is unknown to this harness and not marked '
-                             "ignorable; refusing to interpret the log", seq=seq, event_type=kind, rejects=True)
+                             "ignorable; refusing to interpret the log"
+                             + (f" (retired legacy type: {retired})" if retired else ""),
+                             seq=seq, event_type=kind, rejects=True)
             return None
         if kind == "request/header" and isinstance(event.get("data"), dict) \
                 and event["data"].get("reason") == "fallback":
@@ -253,6 +256,14 @@ class RequestFold:
         return closed
 
     def _dispatch(self, step: tuple[int, int], seq: int, bound: str, line: int) -> None:
+        if bound == "first-response-event" and self.header is None:
+            # The loop logs at least one chunk per dispatched attempt; a chunkless response with no header in
+            # force (authored fixtures) leaves no request to rebuild. The reference finds no dispatch here either.
+            self.finding("untraced-response", f"step {step[0]}.{step[1]} has a response but no chunk and no "
+                         "request/header: no dispatched request can be rebuilt", seq=seq,
+                         event_type="assistant/message", severity="warning")
+            self.attempts[step] = 0
+            return
         attempt = self.attempts.get(step, 0) + 1
         self.attempts[step] = attempt
         header = self.header
@@ -261,8 +272,9 @@ class RequestFold:
                                  message_count=len(self.surface.visible), line=line,
                                  inherited=self.seed_end is not None and seq < self.seed_end)
         if header is None:
-            self.finding("no-header", "request has no request/header in force", seq=seq,
-                         event_type="assistant/chunk")
+            self.finding("no-header", f"no request/header before dispatch seq {seq}: the request's envelope "
+                         "(provider, model, system, tools) is not in the log", seq=seq, event_type="assistant/chunk",
+                         rejects=True)
         else:
             config = header.header.get("config") or {}
             request.provider, request.model = config.get("provider"), config.get("model")
