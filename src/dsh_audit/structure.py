@@ -29,13 +29,19 @@ class StructureChecker:
         self.pre_dispatch_log_only: int | None = None  # seq of a header/context awaiting this attempt's chunk
         self.attempt_open = False
         self._pending_kind = ""
+        self.blocks: dict[int, Any] = {}          # seq -> completed block of a block-end chunk, since the last message
+        self.finish_kind: str | None = None
+        self.declared_tools: frozenset[str] | None = None   # tool names of the header in force (None: unknown)
 
     def observe(self, event: dict[str, Any], seq: int) -> None:
         kind = event["type"]
         data = event.get("data")
-        handler = getattr(self, "_on_" + kind.replace("/", "_").replace("-", "_"), None)
-        if handler is not None:
-            handler(data, seq)
+        if kind == "assistant/message":
+            self._on_assistant_message(data, seq, event)
+        else:
+            handler = getattr(self, "_on_" + kind.replace("/", "_").replace("-", "_"), None)
+            if handler is not None:
+                handler(data, seq)
         if kind in SURFACE_TYPES and self.pre_dispatch_log_only is not None and not self.attempt_open \
                 and kind != "assistant/message":
             self.report("late-surface-event", f"surface event logged after the step's {self._pending_kind} "
@@ -107,6 +113,14 @@ class StructureChecker:
                         seq=seq, event_type="request/header")
         self.headers_seen += 1
         self._mark_pre_dispatch(seq, "request/header")
+        header = data.get("header") if isinstance(data, dict) else None
+        tools = header.get("tools") if isinstance(header, dict) else None
+        if tools is None or tools == []:
+            self.declared_tools = frozenset()
+        elif isinstance(tools, list) and all(isinstance(t, dict) and isinstance(t.get("name"), str) for t in tools):
+            self.declared_tools = frozenset(t["name"] for t in tools)
+        else:
+            self.declared_tools = None   # a placeholder such as "{{tools}}": the real tool set is not in the log
 
     def _on_request_context(self, data: Any, seq: int) -> None:
         self._mark_pre_dispatch(seq, "request/context")
@@ -120,17 +134,43 @@ class StructureChecker:
 
     def _on_assistant_chunk(self, data: Any, seq: int) -> None:
         chunk = data.get("chunk") if isinstance(data, dict) else None
-        self.attempt_open = not (isinstance(chunk, dict) and chunk.get("type") == "finish")
+        kind = chunk.get("type") if isinstance(chunk, dict) else None
+        self.attempt_open = kind != "finish"
         self.pre_dispatch_log_only = None
+        if kind == "block-end" and isinstance(chunk, dict):
+            self.blocks[seq] = chunk.get("block")
+        elif kind == "finish" and isinstance(chunk, dict):
+            reason = chunk.get("reason")
+            self.finish_kind = reason.get("kind") if isinstance(reason, dict) else None
 
     # -- tool pairing -----------------------------------------------------------------------------------
-    def _on_assistant_message(self, data: Any, seq: int) -> None:
+    def _on_assistant_message(self, data: Any, seq: int, event: dict[str, Any] | None = None) -> None:
         self.attempt_open = False
         self.pre_dispatch_log_only = None
         message = data.get("message") if isinstance(data, dict) else None
-        for block in (message or {}).get("content") or []:
+        content = (message or {}).get("content") or []
+        for block in content:
             if isinstance(block, dict) and block.get("type") == "tool-call" and isinstance(block.get("id"), str):
                 self.calls.setdefault(block["id"], seq)
+                name = block.get("name")
+                if self.declared_tools is not None and name not in self.declared_tools:
+                    self.report("tool-undeclared", f"tool call {block['id']!r} names tool {name!r}, which the "
+                                "request/header in force does not declare", seq=seq, event_type="assistant/message")
+        self._check_content_matches_chunks(data, content, seq, event)
+        self.blocks, self.finish_kind = {}, None
+
+    def _check_content_matches_chunks(self, data: Any, content: list[Any], seq: int,
+                                      event: dict[str, Any] | None) -> None:
+        """A completed message's content is exactly the blocks its cited chunks completed, in order."""
+        sources = (event or {}).get("sourceEventSeqs")
+        if (not isinstance(sources, list) or not sources or (isinstance(data, dict) and data.get("interrupted"))
+                or self.finish_kind not in ("stop", "tool-calls")):
+            return
+        blocks = [self.blocks[s] for s in sorted(sources) if isinstance(s, int) and s in self.blocks]
+        if blocks and blocks != content:
+            self.report("message-chunk-mismatch", "assistant/message content differs from the blocks its cited "
+                        "chunks completed: the logged message was edited, or its chunks were",
+                        seq=seq, event_type="assistant/message")
 
     def _on_tool_result(self, data: Any, seq: int) -> None:
         message = data.get("message") if isinstance(data, dict) else None
