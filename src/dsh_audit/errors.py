@@ -39,3 +39,5 @@ class LogReadError(DshAuditError):
 class LogRejected(DshAuditError):
     """The log reads, but the reference would refuse to load or reconstruct it (e.g. an unknown required
     event type, a legacy header delta, a replace naming a missing node)."""
+
+    exit_code = 1

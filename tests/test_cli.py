@@ -1,0 +1,121 @@
+"""The `audit` CLI through click's CliRunner, plus one real subprocess run of the installed script."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conftest_reference import LOGS_ROOT
+from dsh_audit import reconstruct_file
+from dsh_audit.cli import main
+
+SAMPLE = Path(__file__).resolve().parents[1] / "sample_logs" / "compaction-recovery" / "session.jsonl"
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_verify_clean_log_exits_0() -> None:
+    code, out, _ = run("verify", str(SAMPLE))
+    assert code == 0
+    assert out.startswith("ok ") and "3 requests" in out
+
+
+def test_verify_json_lists_findings_and_digests() -> None:
+    code, out, _ = run("verify", "--format", "json", str(SAMPLE))
+    document = json.loads(out)
+    assert code == 0 and document["summary"]["requests"] == 3
+    [log] = document["logs"]
+    assert [r["dispatchSeq"] for r in log["requests"]] == [8, 18, 23]
+    assert log["requests"][2]["causes"][0].startswith("replace@21")
+
+
+def test_rebuild_jsonl_prints_exact_bytes_and_digest_matches() -> None:
+    code, out, _ = run("rebuild", "--format", "jsonl", str(SAMPLE))
+    lines = out.encode().splitlines()
+    assert code == 0 and len(lines) == 3
+    expected = reconstruct_file(SAMPLE)
+    assert [hashlib.sha256(line).hexdigest() for line in lines] == [r.sha256 for r in expected.requests]
+    code, digests, _ = run("rebuild", "--format", "digest", "--step", "1.2", str(SAMPLE))
+    assert code == 0 and [line.split("\t")[0] for line in digests.splitlines()] == ["1.2#1", "1.2#2"]
+
+
+def test_rebuild_json_is_annotated() -> None:
+    code, out, _ = run("rebuild", "--step", "1.1", str(SAMPLE))
+    document = json.loads(out)
+    assert code == 0 and document["turn"] == 1 and document["request"]["model"] == "deepseek-v4-flash"
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (None, "no such file"),
+    (b"", "empty log"),
+    (b'{"type":"session","version":0,"id":"x","createdAt":0}\n{"type":"turn/start",\n{"type":"x"}\n', "log.jsonl:2:"),
+    (b'{"type":"session","version":7,"id":"x","createdAt":0}\n', "upgrade"),
+    (b'[1,2]\n', "session header"),
+    (b'\xff\xfe\n', "UTF-8"),
+])
+def test_unreadable_input_is_one_line_and_exit_2(tmp_path: Path, content: bytes | None, message: str) -> None:
+    path = tmp_path / "log.jsonl"
+    if content is not None:
+        path.write_bytes(content)
+    for command in ("verify", "rebuild"):
+        code, out, err = run(command, str(path))
+        text = out + err
+        assert code == 2, (command, text)
+        assert message in text and "Traceback" not in text
+
+
+def test_truncated_last_line_is_reported_not_fatal(tmp_path: Path) -> None:
+    path = tmp_path / "torn.jsonl"
+    data = SAMPLE.read_bytes()
+    path.write_bytes(data[: data.rindex(b"\n", 0, len(data) - 1) + 20])
+    code, out, _ = run("verify", str(path))
+    assert code == 0 and "[torn-tail]" in out and "[open-turn]" in out
+    code, _, _ = run("verify", "--strict", str(path))
+    assert code == 1
+
+
+def test_wrong_type_and_unknown_event_are_findings_with_exit_1(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    lines = SAMPLE.read_text().splitlines()
+    lines[2] = lines[2].replace('"turn":1', '"turn":"one"', 1)
+    path.write_text("\n".join([*lines, '{"type":"newer/event","data":{}}']) + "\n")
+    code, out, _ = run("verify", str(path))
+    assert code == 1
+    assert "[schema] /data/turn" in out and "[unknown-event]" in out
+    code, _, err = run("rebuild", str(path))
+    assert code == 1 and "unknown to this harness" in err and "Traceback" not in err
+
+
+def test_bad_usage_exits_2() -> None:
+    assert run("rebuild", "--step", "x", str(SAMPLE))[0] == 2
+    assert run("verify")[0] == 2
+
+
+def test_directory_of_logs_and_inputs_left_untouched(tmp_path: Path) -> None:
+    root = tmp_path / "logs"
+    shutil.copytree(SAMPLE.parent, root / "a")
+    shutil.copytree(LOGS_ROOT / "apps/web/tests/snapshots/cordis-tool-round", root / "b")
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    code, out, _ = run("verify", str(root))
+    assert code == 1 and "2 log(s), 1 failed" in out
+    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
+
+
+def test_installed_script_runs_in_a_real_subprocess() -> None:
+    script = Path(sys.executable).with_name("audit")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "dsh_audit"]
+    done = subprocess.run([*command, "rebuild", "--format", "digest", str(SAMPLE)], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.splitlines()) == 3
