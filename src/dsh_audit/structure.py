@@ -31,6 +31,7 @@ class StructureChecker:
         self._pending_kind = ""
         self.blocks: dict[int, Any] = {}          # seq -> completed block of a block-end chunk, since the last message
         self.finish_kind: str | None = None
+        self.unenclosed: set[tuple[Any, Any, Any, Any]] = set()
         self.declared_tools: frozenset[str] | None = None   # tool names of the header in force (None: unknown)
 
     def observe(self, event: dict[str, Any], seq: int) -> None:
@@ -92,7 +93,8 @@ class StructureChecker:
         if kind not in ("assistant/chunk", "assistant/message", "tool/call", "tool/result"):
             return
         turn, step = _turn_step(data)
-        if (turn, step) != (self.turn, self.step):
+        if (turn, step) != (self.turn, self.step) and (turn, step, self.turn, self.step) not in self.unenclosed:
+            self.unenclosed.add((turn, step, self.turn, self.step))   # once per stray step, not per chunk
             self.report("step-enclosure", f"{kind} for step {turn}.{step} outside it (open step: "
                         f"{self.turn}.{self.step})", seq=seq, event_type=kind)
 
