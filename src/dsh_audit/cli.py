@@ -37,11 +37,13 @@ def main() -> None:
 @click.argument("logs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--strict", is_flag=True, help="Warnings (placeholders, ignorable unknown events, torn tails) fail too.")
+@click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Processes for a directory of logs (0: one per core). Output order does not depend on it.")
 @PREFIX_OPTION
-def verify(logs: tuple[Path, ...], fmt: str, strict: bool, message_prefix: str) -> None:
+def verify(logs: tuple[Path, ...], fmt: str, strict: bool, jobs: int, message_prefix: str) -> None:
     """Rebuild every request of each LOG (file or directory) and check every invariant."""
     try:
-        reports = list(verify_paths(logs, message_prefix=message_prefix))
+        reports = list(verify_paths(logs, message_prefix=message_prefix, jobs=jobs or None))
     except DshAuditError as error:
         _fail(error)
         return
@@ -125,3 +127,6 @@ def _parse_step(text: str | None) -> tuple[int, int] | None:
         return int(turn), int(step)
     except ValueError:
         raise click.BadParameter(f"expected TURN.STEP such as 1.2, got {text!r}", param_hint="--step") from None
+from .report_commands import cache_report, header_diff  # noqa: E402
+main.add_command(header_diff)
+main.add_command(cache_report)
