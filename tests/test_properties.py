@@ -21,9 +21,7 @@ TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]),
 def build(actions: list[str], texts: list[str]) -> LogBuilder:
     log = LogBuilder()
     words = iter(texts * 50)
-    turn = 0
-    for action in actions:
-        turn += 1
+    for turn, action in enumerate(actions, start=1):
         log.add("turn/start", {"turn": turn})
         log.add("step/start", {"turn": turn, "step": 1})
         log.user(next(words))
