@@ -128,5 +128,6 @@ def _parse_step(text: str | None) -> tuple[int, int] | None:
     except ValueError:
         raise click.BadParameter(f"expected TURN.STEP such as 1.2, got {text!r}", param_hint="--step") from None
 from .report_commands import cache_report, header_diff  # noqa: E402
+
 main.add_command(header_diff)
 main.add_command(cache_report)

@@ -1,7 +1,8 @@
 """The surface fold: which events are model-visible, in which order, and the message each projects to.
 
-Nodes are event seqs in model-visible order. `append` pushes a node; `{op:'replace',start,end}` splices the
-live nodes from `start` through `end` (positions in the list, not numeric order) into the replacing event.
+Nodes are event seqs in model-visible order. `append` pushes a node; `{op:'replace',start,end}` names two live
+nodes by seq and splices everything from the first through the second, by their positions in the list (after an
+earlier replace, `start` can be numerically greater than `end`), into the replacing event.
 Each node's message is projected and serialized once, when it joins the surface.
 """
 
