@@ -39,14 +39,20 @@ def main() -> None:
 @click.option("--strict", is_flag=True, help="Warnings (placeholders, ignorable unknown events, torn tails) fail too.")
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, show_default=True,
               help="Processes for a directory of logs (0: one per core). Output order does not depend on it.")
+@click.option("--junit", "junit_file", type=click.Path(path_type=Path, dir_okay=False),
+              help="Also write a JUnit XML report (one test case per log) to this file.")
 @PREFIX_OPTION
-def verify(logs: tuple[Path, ...], fmt: str, strict: bool, jobs: int, message_prefix: str) -> None:
+def verify(logs: tuple[Path, ...], fmt: str, strict: bool, jobs: int, message_prefix: str,
+           junit_file: Path | None) -> None:
     """Rebuild every request of each LOG (file or directory) and check every invariant."""
     try:
         reports = list(verify_paths(logs, message_prefix=message_prefix, jobs=jobs or None))
     except DshAuditError as error:
         _fail(error)
         return
+    if junit_file is not None:
+        from .junit import cases_from_reports, write_junit
+        write_junit(junit_file, "dsh-audit verify", cases_from_reports(reports, strict=strict))
     if fmt == "json":
         click.echo(json.dumps({"summary": summary(reports, strict), "logs": [_report_json(r, strict)
                                                                            for r in reports]}, indent=2))
@@ -131,3 +137,6 @@ from .report_commands import cache_report, header_diff  # noqa: E402
 
 main.add_command(header_diff)
 main.add_command(cache_report)
+from .golden_commands import golden  # noqa: E402
+
+main.add_command(golden)

@@ -106,7 +106,7 @@ class RequestFold:
             kind = "seq-duplicate" if seq < self.next_seq else "seq-gap"
             self.finding(kind, f"session event seq {seq} is not contiguous; expected {self.next_seq}",
                          seq=seq, event_type=record.event.get("type"), rejects=True)
-        self.next_seq = seq + 1
+        self.next_seq = seq + record.count
         event = self.last_event = self._admit(record.event, seq)
         if event is None:
             return None

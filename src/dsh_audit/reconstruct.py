@@ -31,7 +31,7 @@ def iter_requests(source: LogSource, *, message_prefix: str = "legacy", bodies: 
     """
     fold = RequestFold(source.header, label=source.label, message_prefix=message_prefix, bodies=bodies,
                        on_finding=on_finding)
-    for record in source.records():
+    for record in source.records(expand=False):
         closed = fold.feed(record)
         if closed is not None:
             yield closed

@@ -7,9 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 JSON = Any  # a decoded JSON value
+
+
+class PackedRun(Protocol):
+    """A stored run of delta chunks (a packed row), kept packed: `events()` gives the members."""
+
+    def __len__(self) -> int: ...
+
+    def events(self) -> list[dict[str, Any]]: ...
 
 
 @dataclass(slots=True)
@@ -20,6 +28,10 @@ class LogRecord:
     sourceEventSeqs, ignorable). Members of a packed chunk row arrive already expanded into
     `assistant/chunk` events carrying the row's line. `seq` is the explicit seq when the stored event has
     one, otherwise the position-implied seq (the committed-fixture convention).
+
+    A packed row read with `records(expand=False)` is one record standing for `count` events: `event` is its
+    first member and `run` holds them all. Delta chunks never open, close or bill an attempt, so the fold
+    handles a whole run at the cost of one event.
     """
 
     line: int
@@ -27,6 +39,11 @@ class LogRecord:
     event: dict[str, JSON]
     packed: bool = False
     explicit_seq: bool = False
+    run: PackedRun | None = None
+
+    @property
+    def count(self) -> int:
+        return 1 if self.run is None else len(self.run)
 
 
 @dataclass(slots=True)
@@ -53,5 +70,16 @@ class LogSource:
     torn_tail: TornTail | None = None
     explicit_seq: bool = False
 
-    def records(self) -> Iterator[LogRecord]:
-        return self._events
+    def records(self, *, expand: bool = True) -> Iterator[LogRecord]:
+        """The events, streamed. `expand=False` keeps each packed row as one run record (see LogRecord)."""
+        return self._events if not expand else _expanded(self._events)
+
+
+def _expanded(records: Iterator[LogRecord]) -> Iterator[LogRecord]:
+    for record in records:
+        if record.run is None:
+            yield record
+            continue
+        for k, event in enumerate(record.run.events()):
+            yield LogRecord(line=record.line, seq=record.seq + k, event=event, packed=True,
+                            explicit_seq=record.explicit_seq)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .header import is_placeholder
 from .surface import SURFACE_TYPES
 
 Report = Callable[..., None]   # RequestFold.finding-compatible: (code, message, *, seq, event_type, ...)
@@ -14,6 +15,58 @@ LOG_ONLY_BEFORE_DISPATCH = ("request/header", "request/context")
 
 def _turn_step(data: Any) -> tuple[Any, Any]:
     return (data.get("turn"), data.get("step")) if isinstance(data, dict) else (None, None)
+
+
+class CrashRepair:
+    """What the reference's load-time crash repair (interruptedTurnClosers in core/session repair.ts) would append
+    to close an open tail turn: an error tool/result per unanswered call, then step/end, then an interrupted
+    turn/end, with seqs continuing the log. Pending calls reset at every step/end and turn boundary, as there."""
+
+    def __init__(self) -> None:
+        self.turn: Any = None
+        self.step: Any = None
+        self.pending: dict[str, tuple[Any, int | None]] = {}   # call id -> (step, seq of its tool/call)
+
+    def observe(self, kind: str, data: Any, seq: int) -> None:
+        data = data if isinstance(data, dict) else {}
+        if kind in ("turn/start", "turn/end"):
+            self.turn, self.step = (data.get("turn") if kind == "turn/start" else None), None
+            self.pending.clear()
+        elif kind == "step/start":
+            self.step = data.get("step")
+        elif kind == "step/end":
+            self.step = None
+            self.pending.clear()
+        elif kind == "assistant/message":
+            message = data.get("message")
+            content = message.get("content") if isinstance(message, dict) else None
+            for block in content if isinstance(content, list) else []:
+                if isinstance(block, dict) and block.get("type") == "tool-call" and isinstance(block.get("id"), str):
+                    self.pending[block["id"]] = (data.get("step"), None)
+        elif kind == "tool/call" and isinstance(data.get("callId"), str) and data["callId"] in self.pending:
+            self.pending[data["callId"]] = (self.pending[data["callId"]][0], seq)
+        elif kind == "tool/result":
+            message = data.get("message")
+            source = message.get("source") if isinstance(message, dict) else None
+            call_id = source.get("callId") if isinstance(source, dict) else None
+            if isinstance(call_id, str):
+                self.pending.pop(call_id, None)
+
+    def closers(self, last_seq: int | None) -> list[str]:
+        """The synthetic events, described; empty when no turn is open."""
+        if self.turn is None or last_seq is None:
+            return []
+        seq = last_seq + 1
+        described = []
+        for call_id, (step, call_seq) in self.pending.items():
+            code = "TOOL_NOT_STARTED" if call_seq is None else f"TOOL_OUTCOME_UNKNOWN, citing tool/call seq {call_seq}"
+            described.append(f"seq {seq} tool/result isError for call {call_id!r} of step {step} ({code})")
+            seq += 1
+        if self.step is not None:
+            described.append(f"seq {seq} step/end {self.turn}.{self.step}")
+            seq += 1
+        described.append(f"seq {seq} turn/end {self.turn} {{kind:'interrupted'}}")
+        return described
 
 
 class StructureChecker:
@@ -31,12 +84,15 @@ class StructureChecker:
         self._pending_kind = ""
         self.blocks: dict[int, Any] = {}          # seq -> completed block of a block-end chunk, since the last message
         self.finish_kind: str | None = None
-        self.unenclosed: set[tuple[Any, Any, Any, Any]] = set()
+        self.unenclosed: set[str] = set()      # repr of (turn, step, open turn, open step) already reported
         self.declared_tools: frozenset[str] | None = None   # tool names of the header in force (None: unknown)
+        self.placeholder_reported = False   # placeholder headers are reported once per log
+        self.repair = CrashRepair()
 
     def observe(self, event: dict[str, Any], seq: int) -> None:
         kind = event["type"]
         data = event.get("data")
+        self.repair.observe(kind, data, seq)
         if kind == "assistant/message":
             self._on_assistant_message(data, seq, event)
         else:
@@ -50,7 +106,8 @@ class StructureChecker:
                         "before it, yet the first-chunk boundary includes it", seq=seq, event_type=kind)
         if kind in ("turn/start", "step/start", "step/end", "turn/end"):
             self.attempt_open = False
-        self._check_enclosed(kind, data, seq)
+        if not isinstance(event.get("surfaceOp"), dict):   # a replacement keeps the turn/step of what it replaces
+            self._check_enclosed(kind, data, seq)
 
     # -- turns and steps --------------------------------------------------------------------------------
     def _on_turn_start(self, data: Any, seq: int) -> None:
@@ -93,8 +150,9 @@ class StructureChecker:
         if kind not in ("assistant/chunk", "assistant/message", "tool/call", "tool/result"):
             return
         turn, step = _turn_step(data)
-        if (turn, step) != (self.turn, self.step) and (turn, step, self.turn, self.step) not in self.unenclosed:
-            self.unenclosed.add((turn, step, self.turn, self.step))   # once per stray step, not per chunk
+        stray = repr((turn, step, self.turn, self.step))   # repr: a malformed turn may be an unhashable list
+        if (turn, step) != (self.turn, self.step) and stray not in self.unenclosed:
+            self.unenclosed.add(stray)   # once per stray step, not per chunk
             self.report("step-enclosure", f"{kind} for step {turn}.{step} outside it (open step: "
                         f"{self.turn}.{self.step})", seq=seq, event_type=kind)
 
@@ -117,12 +175,25 @@ class StructureChecker:
         self._mark_pre_dispatch(seq, "request/header")
         header = data.get("header") if isinstance(data, dict) else None
         tools = header.get("tools") if isinstance(header, dict) else None
+        self._check_placeholders(header, seq)
         if tools is None or tools == []:
             self.declared_tools = frozenset()
         elif isinstance(tools, list) and all(isinstance(t, dict) and isinstance(t.get("name"), str) for t in tools):
             self.declared_tools = frozenset(t["name"] for t in tools)
         else:
             self.declared_tools = None   # a placeholder such as "{{tools}}": the real tool set is not in the log
+
+    def _check_placeholders(self, header: Any, seq: int) -> None:
+        """Scrubbed logs (snapshot normalization) carry "{{system}}"-style tokens: the rebuilt bytes are then
+        those of the scrubbed log, not what the model saw. A warning, so --strict can refuse such logs."""
+        if self.placeholder_reported or not isinstance(header, dict):
+            return
+        fields = [key for key in ("system", "tools", "messagePrefix") if is_placeholder(header.get(key))]
+        if fields:
+            self.placeholder_reported = True
+            self.report("placeholder-header", f"{'/'.join(fields)} are normalization placeholders: the request "
+                        "bytes are those of the scrubbed log, not what the model saw (reported once per log)",
+                        seq=seq, event_type="request/header", severity="warning")
 
     def _on_request_context(self, data: Any, seq: int) -> None:
         self._mark_pre_dispatch(seq, "request/context")
@@ -168,7 +239,8 @@ class StructureChecker:
         if (not isinstance(sources, list) or not sources or (isinstance(data, dict) and data.get("interrupted"))
                 or self.finish_kind not in ("stop", "tool-calls")):
             return
-        blocks = [self.blocks[s] for s in sorted(sources) if isinstance(s, int) and s in self.blocks]
+        cited = sorted(s for s in sources if isinstance(s, int))   # malformed entries are surface findings
+        blocks = [self.blocks[s] for s in cited if s in self.blocks]
         if blocks and blocks != content:
             self.report("message-chunk-mismatch", "assistant/message content differs from the blocks its cited "
                         "chunks completed: the logged message was edited, or its chunks were",
@@ -195,6 +267,7 @@ class StructureChecker:
                             seq=seq, event_type="assistant/message",
                             severity="warning" if open_turn else "error")
         if open_turn:
-            self.report("open-turn", f"log ends inside turn {self.turn}: the session was cut off (the "
-                        "reference appends crash-repair closers on load)", seq=last_seq, event_type=None,
-                        severity="warning")
+            closers = self.repair.closers(last_seq)
+            self.report("open-turn", f"log ends inside turn {self.turn}: the session was cut off; on load the "
+                        "reference's crash repair would append " + (", ".join(closers) or "nothing"),
+                        seq=last_seq, event_type=None, severity="warning")

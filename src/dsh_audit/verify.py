@@ -65,8 +65,8 @@ def verify_source(source: LogSource, *, message_prefix: str = "legacy") -> LogRe
                                 line=source.header_line, log=source.label))
     last_seq: int | None = None
     try:
-        for record in source.records():
-            report.events += 1
+        for record in source.records(expand=False):
+            report.events += record.count
             closed = fold.feed(record)
             event = fold.last_event
             if event is not None:
@@ -87,8 +87,10 @@ def verify_source(source: LogSource, *, message_prefix: str = "legacy") -> LogRe
     structure.finish(last_seq)
     if source.torn_tail is not None:
         tail = source.torn_tail
-        findings.append(Finding("torn-tail", f"dropped a torn final line ({tail.dropped_bytes} bytes): "
-                                f"{tail.reason}", severity="warning", line=tail.line, log=source.label))
+        what = (f"dropped torn final line {tail.line} ({tail.dropped_bytes} bytes)" if tail.dropped_bytes
+                else f"torn tail after line {tail.line - 1}")
+        findings.append(Finding("torn-tail", f"{what}: {tail.reason}", severity="warning", line=tail.line,
+                                log=source.label))
     if report.events == 0:
         findings.append(Finding("empty-log", "the log has a header but no events", severity="warning",
                                 log=source.label))

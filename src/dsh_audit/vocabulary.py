@@ -83,6 +83,13 @@ _TYPE_CHECKS: dict[str, Check] = {
 }
 
 
+def _integers_within(values: list[Any], low: float, high: float) -> bool:
+    if set(map(type, values)) <= {int}:   # C-speed for the long seq lists
+        return not values or (min(values) >= low and max(values) <= high)
+    return all((type(item) is int or (type(item) is float and item.is_integer())) and low <= item <= high
+               for item in values)
+
+
 def _unique_items(value: Any) -> bool:
     if not isinstance(value, list):
         return True
@@ -130,6 +137,35 @@ class _FastCompiler:
             cell.append(self.compile(node, uri))
         return self.by_ref[target]
 
+    def _discriminated(self, subs: list[Any], base: str) -> tuple[str, dict[Any, Check]] | None:
+        """`allOf: [{if: {properties: {K: {const: v}}, required: [K]}, then: S}, …]` as (K, {v: S})."""
+        key: str | None = None
+        branches: dict[Any, Check] = {}
+        for sub in subs:
+            condition = sub.get("if") if isinstance(sub, dict) and set(sub) == {"if", "then"} else None
+            if not isinstance(condition, dict) or set(condition) != {"properties", "required"}:
+                return None
+            (name, rule), = condition["properties"].items() if len(condition["properties"]) == 1 else ((None, None),)
+            if (name is None or condition["required"] != [name] or not isinstance(rule, dict)
+                    or set(rule) != {"const"} or not isinstance(rule["const"], str) or key not in (None, name)):
+                return None
+            key = name
+            branches[rule["const"]] = self.compile(sub["then"], base)
+        return (key, branches) if key is not None else None
+
+    def _integer_bounds(self, schema: Any, base: str) -> tuple[float, float] | None:
+        """(minimum, maximum) when `schema` (through $refs) only says "an integer in this range"."""
+        while isinstance(schema, dict) and set(schema) - _ANNOTATIONS == {"$ref"}:
+            uri, _, fragment = urljoin(base, schema["$ref"]).partition("#")
+            schema, base = self.documents[uri], uri
+            for token in filter(None, fragment.split("/")):
+                schema = schema[token.replace("~1", "/").replace("~0", "~")]
+        if not isinstance(schema, dict) or schema.get("type") != "integer":
+            return None
+        if not set(schema) - _ANNOTATIONS <= {"type", "minimum", "maximum"}:
+            return None
+        return float(schema.get("minimum", float("-inf"))), float(schema.get("maximum", float("inf")))
+
     def _keyword(self, keyword: str, arg: Any, schema: dict[str, Any], base: str) -> Check:
         if keyword == "$ref":
             return self._ref(urljoin(base, arg))
@@ -149,8 +185,16 @@ class _FastCompiler:
             allowed = frozenset(schema.get("properties", {}))
             return lambda value: not isinstance(value, dict) or allowed.issuperset(value)
         if keyword == "items":
+            bounds = self._integer_bounds(arg, base)
+            if bounds is not None:   # seq lists run to thousands of items: one tight loop, no call per item
+                low, high = bounds
+                return lambda value: not isinstance(value, list) or _integers_within(value, low, high)
             item = self.compile(arg, base)
             return lambda value: not isinstance(value, list) or all(map(item, value))
+        if keyword == "allOf" and (table := self._discriminated(arg, base)) is not None:
+            key, branches = table   # if/then per value of one key: look the branch up instead of trying each
+            return lambda value: all(branch(value) for branch in branches.values()) if not isinstance(
+                value, dict) else ((branch := branches.get(value.get(key))) is None or branch(value))
         if keyword in ("allOf", "anyOf"):
             subs = [self.compile(sub, base) for sub in arg]
             combine = all if keyword == "allOf" else any

@@ -23,7 +23,7 @@ from typing import BinaryIO
 
 from dsh_audit.errors import LogReadError
 from dsh_audit.readers.jsonvalue import JsonProblem, is_number, js_number, parse_json, safe_int
-from dsh_audit.readers.packed import CHUNK_ROW_TYPES, MalformedRow, expand_row
+from dsh_audit.readers.packed import CHUNK_ROW_TYPES, MalformedRow, check_row
 from dsh_audit.records import JSON, LogRecord, LogSource, TornTail
 
 # (physical line number from 1, line bytes without the newline, whether a newline ended it)
@@ -95,19 +95,19 @@ def _decode(value: JSON, number: int, position: int, label: str) -> list[LogReco
         raise LogReadError("expected a JSON object (an event or a packed chunk row)",
                            path=label, line=number, seq=position)
     kind = value.get("type")
-    if kind in CHUNK_ROW_TYPES:
+    if isinstance(kind, str) and kind in CHUNK_ROW_TYPES:   # a list or object type is unhashable
         keys = set(value)
         if not keys <= _ENVELOPE_KEYS or "data" not in keys:
             raise LogReadError(f"malformed {kind} storage row: envelope must be exactly {{type, seq0, time0, "
                                "data}} (seq0/time0 absent in the fixture form)",
                                path=label, line=number, seq=position)
         try:
-            events = expand_row(str(kind), value.get("seq0"), value.get("time0"), value["data"])
+            row = check_row(str(kind), value.get("seq0"), value.get("time0"), value["data"])
         except MalformedRow as bad:
             raise LogReadError(str(bad), path=label, line=number, seq=position) from None
-        explicit = "seq0" in value
-        return [LogRecord(line=number, seq=int(event["seq"]) if explicit else position + k, event=event,
-                          packed=True, explicit_seq=explicit) for k, event in enumerate(events)]
+        explicit = row.first_seq is not None
+        return [LogRecord(line=number, seq=row.first_seq if row.first_seq is not None else position,
+                          event=row.first_event(), packed=True, explicit_seq=explicit, run=row)]
     if not isinstance(kind, str):
         raise LogReadError("event has no string type", path=label, line=number, seq=position)
     if "seq" not in value:
@@ -143,7 +143,7 @@ def _records(source: LogSource, lines: Iterable[Line], tail_note: Callable[[], s
                 continue
             for record in _decode(value, number, position, label):
                 yield record
-                position += 1
+                position += record.count
         if unparsable is not None:
             line, why, size = unparsable
             source.torn_tail = TornTail(line, size, f"final line dropped: {why}")

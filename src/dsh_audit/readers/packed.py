@@ -5,6 +5,7 @@ the `assistant/chunk` events they stand for, with the checks and key order of th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import accumulate
 
 from dsh_audit.readers.jsonvalue import MAX_SAFE_INTEGER, is_number, safe_int
 from dsh_audit.records import JSON
@@ -30,28 +31,83 @@ class MemberBounds:
     maximum: int | None = None
 
 
+def _safe_ints(values: list[JSON]) -> bool:
+    if set(map(type, values)) <= {int}:   # the common case, at C speed
+        return not values or (min(values) >= -MAX_SAFE_INTEGER and max(values) <= MAX_SAFE_INTEGER)
+    return all(safe_int(value) is not None for value in values)
+
+
 def _members(tag: str, data: dict[str, JSON], payload_key: str, bounds: MemberBounds) -> list[str]:
     if not all(is_number(data[key]) for key in ("turn", "step", "index")):
         raise MalformedRow(tag, "turn/step/index must be numbers")
     payload = data[payload_key]
-    if not isinstance(payload, list) or not all(isinstance(member, str) for member in payload):
+    if not isinstance(payload, list) or not set(map(type, payload)) <= {str}:
         raise MalformedRow(tag, f"{payload_key} must be an array of strings")
     if len(payload) < bounds.minimum or (bounds.maximum is not None and len(payload) > bounds.maximum):
         upper = "" if bounds.maximum is None else f"..{bounds.maximum}"
         raise MalformedRow(tag, f"{payload_key} must hold {bounds.minimum}{upper} members, "
                                 f"got {len(payload)}")
     gaps = data["dt"]
-    if not isinstance(gaps, list) or any(safe_int(gap) is None for gap in gaps):
+    if not isinstance(gaps, list) or not _safe_ints(gaps):
         raise MalformedRow(tag, "dt must be an array of safe integers")
     if len(gaps) != len(payload) - 1:
         raise MalformedRow(tag, f"dt length {len(gaps)} does not match {len(payload)} members")
     return payload
 
 
-def expand_row(tag: str, seq0: JSON, time0: JSON, data: JSON, *,
-               bounds: MemberBounds = MemberBounds()) -> list[dict[str, JSON]]:
-    """The events a packed row stands for. `seq0`/`time0` are None in the committed-fixture form: the
-    members then carry no `seq`/`time` keys (the reader supplies the position-implied seq separately)."""
+@dataclass(frozen=True, slots=True)
+class PackedRow:
+    """A validated packed row: a run of same-block delta chunks of one step, kept packed until someone needs
+    the members (the fold only looks at the first: deltas never open, close or bill an attempt)."""
+
+    tag: str
+    first_seq: int | None       # seq0; None in the committed-fixture form
+    first_time: int | None      # time0
+    data: dict[str, JSON]
+    members: list[str]
+    has_name: bool
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    def _event(self, k: int, time: int | None) -> dict[str, JSON]:
+        data = self.data
+        chunk: dict[str, JSON]
+        if self.tag == "tool-call-chunks":
+            chunk = {"type": "tool-call-delta", "index": data["index"], "id": data["id"]}
+            if self.has_name:
+                chunk["name"] = data["name"]
+            chunk["argumentsDelta"] = self.members[k]
+        else:
+            chunk = {"type": _DELTA_OF_ROW[self.tag], "index": data["index"], "text": self.members[k]}
+        event: dict[str, JSON] = {"type": "assistant/chunk"}
+        if self.first_seq is not None:
+            event["seq"] = self.first_seq + k
+        if time is not None:
+            event["time"] = time
+        event["data"] = {"turn": data["turn"], "step": data["step"], "chunk": chunk}
+        return event
+
+    def first_event(self) -> dict[str, JSON]:
+        return self._event(0, self.first_time)
+
+    def events(self) -> list[dict[str, JSON]]:
+        """Every member as the `assistant/chunk` event it stands for, in the reference's key order."""
+        time = self.first_time
+        gaps = self.data["dt"]
+        assert isinstance(gaps, list)
+        events = []
+        for k in range(len(self.members)):
+            if time is not None and k > 0:
+                time += int(gaps[k - 1])   # bounds were checked by check_row
+            events.append(self._event(k, time))
+        return events
+
+
+def check_row(tag: str, seq0: JSON, time0: JSON, data: JSON, *,
+              bounds: MemberBounds = MemberBounds()) -> PackedRow:
+    """Validate a packed row as the reference's decoder does. `seq0`/`time0` are None in the committed-fixture
+    form: the members then carry no `seq`/`time` keys (the reader supplies the position-implied seq)."""
     first_seq = None if seq0 is None else safe_int(seq0)
     if seq0 is not None and (first_seq is None or first_seq < 0):
         raise MalformedRow(tag, "seq0 must be a non-negative safe integer")
@@ -75,27 +131,14 @@ def expand_row(tag: str, seq0: JSON, time0: JSON, data: JSON, *,
         members = _members(tag, data, "texts", bounds)
     if first_seq is not None and first_seq + len(members) - 1 > MAX_SAFE_INTEGER:
         raise MalformedRow(tag, "member seqs must stay safe integers")
+    if time is not None:
+        times = list(accumulate((int(gap) for gap in data["dt"]), initial=time))
+        if max(times) > MAX_SAFE_INTEGER or min(times) < -MAX_SAFE_INTEGER:
+            raise MalformedRow(tag, "member times must stay safe integers")
+    return PackedRow(tag, first_seq, time, data, members, has_name)
 
-    gaps = [safe_int(gap) or 0 for gap in data["dt"]]
-    events: list[dict[str, JSON]] = []
-    for k, member in enumerate(members):
-        if time is not None and k > 0:
-            time += gaps[k - 1]
-            if abs(time) > MAX_SAFE_INTEGER:
-                raise MalformedRow(tag, "member times must stay safe integers")
-        chunk: dict[str, JSON]
-        if tag == "tool-call-chunks":
-            chunk = {"type": "tool-call-delta", "index": data["index"], "id": data["id"]}
-            if has_name:
-                chunk["name"] = data["name"]
-            chunk["argumentsDelta"] = member
-        else:
-            chunk = {"type": _DELTA_OF_ROW[tag], "index": data["index"], "text": member}
-        event: dict[str, JSON] = {"type": "assistant/chunk"}
-        if first_seq is not None:
-            event["seq"] = first_seq + k
-        if time is not None:
-            event["time"] = time
-        event["data"] = {"turn": data["turn"], "step": data["step"], "chunk": chunk}
-        events.append(event)
-    return events
+
+def expand_row(tag: str, seq0: JSON, time0: JSON, data: JSON, *,
+               bounds: MemberBounds = MemberBounds()) -> list[dict[str, JSON]]:
+    """The events a packed row stands for (validated first)."""
+    return check_row(tag, seq0, time0, data, bounds=bounds).events()

@@ -21,7 +21,7 @@ import zstandard
 from dsh_audit.errors import LogReadError
 from dsh_audit.readers.jsonl import SUPPORTED_FORMAT_VERSION, version_refusal
 from dsh_audit.readers.jsonvalue import MAX_SAFE_INTEGER, JsonProblem, parse_json
-from dsh_audit.readers.packed import CHUNK_ROW_TYPES, MemberBounds, expand_row
+from dsh_audit.readers.packed import CHUNK_ROW_TYPES, MemberBounds, PackedRow, check_row
 from dsh_audit.records import JSON, LogRecord, LogSource, TornTail
 
 APPLICATION_ID = 0x44534850  # "DSHP"
@@ -97,8 +97,8 @@ def _json(data: bytes, column: str) -> JSON:
         raise ValueError(f"{column} is {problem}") from None
 
 
-def decode_row(row: tuple[Any, ...]) -> list[dict[str, JSON]]:
-    """The events one stored row stands for; ValueError names what is malformed."""
+def decode_row(row: tuple[Any, ...]) -> dict[str, JSON] | PackedRow:
+    """The event one stored row holds, or its validated packed run; ValueError names what is malformed."""
     seq, kind, time, data, seqs, surface_op, ignorable = row
     if ignorable == 0:
         if kind not in CHUNK_ROW_TYPES:
@@ -108,7 +108,7 @@ def decode_row(row: tuple[Any, ...]) -> list[dict[str, JSON]]:
         text = _data_text(data, limit=_MAX_PACKED_DATA_BYTES)
         if len(text) > _MAX_PACKED_DATA_BYTES:
             raise ValueError(f"malformed {kind} storage row: data exceeds {_MAX_PACKED_DATA_BYTES} bytes")
-        return expand_row(kind, seq, time, _json(text, "data"), bounds=_PACKED_BOUNDS)
+        return check_row(kind, seq, time, _json(text, "data"), bounds=_PACKED_BOUNDS)
     event: dict[str, JSON] = {"type": kind, "seq": seq, "time": time, "data": _json(_data_text(data), "data")}
     if seqs is not None:
         if not isinstance(seqs, bytes):
@@ -118,7 +118,7 @@ def decode_row(row: tuple[Any, ...]) -> list[dict[str, JSON]]:
         event["surfaceOp"] = _json(str(surface_op).encode("utf-8", "surrogatepass"), "surface_op")
     if ignorable == 1:
         event["ignorable"] = True
-    return [event]
+    return event
 
 
 def _header(row: tuple[Any, ...], label: str) -> dict[str, JSON]:
@@ -172,9 +172,11 @@ def _decoded(source: LogSource, rows: sqlite3.Cursor, committed_until: int) -> I
             dropped = len(_stored_bytes(row[3])) + sum(len(_stored_bytes(rest[3])) for rest in rows)
             source.torn_tail = TornTail(seq, dropped, f"malformed row after the last turn/end: {bad}")
             return
-        for event in events:
-            yield LogRecord(line=seq, seq=int(event["seq"]), event=event, packed=row[6] == 0,
-                            explicit_seq=True)
+        if isinstance(events, PackedRow):
+            yield LogRecord(line=seq, seq=seq, event=events.first_event(), packed=True, explicit_seq=True,
+                            run=events)
+        else:
+            yield LogRecord(line=seq, seq=seq, event=events, explicit_seq=True)
 
 
 def _stored_bytes(value: object) -> bytes:

@@ -87,7 +87,7 @@ def requests_with_answers(source: LogSource, *, message_prefix: str = "legacy"
     Findings are ignored: a log the reference would refuse still reports what it can."""
     fold = RequestFold(source.header, label=source.label, message_prefix=message_prefix, bodies=True,
                        on_finding=lambda _finding: None)
-    for record in source.records():
+    for record in source.records(expand=False):
         closed = fold.feed(record)
         if closed is not None:
             event = fold.last_event or {}

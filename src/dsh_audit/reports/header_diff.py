@@ -69,7 +69,7 @@ def collect_headers(source: LogSource, file: Path, watch_ids: frozenset[str] = f
     result = LogHeaders(label=source.label, file=file, session=source.header)
     turn: int | None = None
     step: int | None = None
-    for record in source.records():
+    for record in source.records(expand=False):
         before = fold.header
         fold.feed(record)
         event = fold.last_event or {}
