@@ -6,7 +6,6 @@ import contextlib
 import itertools
 import json
 import math
-import os
 import random
 import shutil
 import struct
@@ -18,11 +17,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest_reference import LOGS_ROOT
 from dsh_audit import jsjson
 from dsh_audit.jsjson import dumps, dumps_bytes, dumps_pure, js_number
 
 NODE_SCRIPT = Path(__file__).parent / "js" / "stringify.mjs"
-LOGS_DIR = Path(os.environ.get("DSH_LOGS_DIR", Path(__file__).resolve().parents[2] / "shared" / "dsh-logs"))
+LOGS_DIR = LOGS_ROOT
 
 
 def node_stringify(texts: list[bytes]) -> list[str | None]:
@@ -228,7 +228,7 @@ def test_matches_node_on_number_literals() -> None:
 
 def test_matches_node_on_every_log_line() -> None:
     if not LOGS_DIR.is_dir():
-        pytest.fail(f"log corpus not found at {LOGS_DIR} (set DSH_LOGS_DIR)")
+        pytest.fail(f"log corpus not found at {LOGS_DIR} (set DSH_LOGS)")
     texts: list[bytes] = []
     for path in sorted(LOGS_DIR.rglob("*.jsonl")):
         for line in path.read_bytes().split(b"\n"):

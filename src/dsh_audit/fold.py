@@ -185,7 +185,8 @@ class RequestFold:
             self.finding("legacy-rejected", 'unsupported legacy request/header reason "fallback"', seq=seq,
                          event_type=kind, rejects=True)
             return None
-        for problem in (message_problem(event), header_problem(event)):
+        if kind in SURFACE_TYPES or kind == "request/header":
+            problem = message_problem(event) or header_problem(event)
             if problem:
                 self.finding("shape", problem, seq=seq, event_type=kind, rejects=True)
                 return None

@@ -1,12 +1,12 @@
 """Byte-exact `JSON.stringify(value)` (no indentation) for values decoded from JSON text.
 
-The reference hashes and compares request bodies made by V8's JSON.stringify, so a rebuilt request must
-match it byte for byte. Input values are what orjson/json decode: dict (insertion ordered), list, str,
-int, float, bool, None.
+The reference compares messages, tools and stop lists as JSON.stringify strings (dsh-log-spec §7), so a
+rebuilt request must match those strings byte for byte. Input values are what orjson/json decode: dict
+(insertion ordered), list, str, int, float, bool, None.
 
 Where orjson.dumps differs from JSON.stringify (orjson 3.x, checked against node 20):
 - floats: orjson writes "1.0", "-0.0", "1e-6", "1e+16", "1e+20"; JS writes "1", "0", "0.000001",
-  "10000000000000000", "100000000000000000000" (JS uses plain notation for 1e-7 < |x| < 1e21).
+  "10000000000000000", "100000000000000000000" (JS uses plain notation for 1e-6 <= |x| < 1e21).
 - ints: JS parsed every number as a double, so |n| > 2**53 loses precision (2**53+1 -> 9007199254740992,
   2**64 -> 18446744073709552000, 10**21 -> 1e+21, >= 2**1024 - 2**970 -> Infinity -> null);
   orjson prints them exactly (or raises beyond 64 bits).

@@ -11,6 +11,10 @@ from typing import Any
 from .errors import LogRejected
 
 
+_UPGRADABLE = frozenset({"turn/start", "turn/end", "steering/message", "user/message", "assistant/message",
+                         "tool/result"})
+
+
 def legacy_message_id(session_id: str, seq: int) -> str:
     return f"legacy-message:{session_id}:{seq}"
 
@@ -38,6 +42,8 @@ class LegacyUpgrader:
                            event_type=what)
 
     def upgrade(self, event: dict[str, Any], seq: int) -> dict[str, Any]:
+        if event.get("type") not in _UPGRADABLE:   # chunks and log-only records: nothing to upgrade or remember
+            return event
         original = event
         event = self._turn_start(event, seq)
         event = self._turn_end(event, seq)

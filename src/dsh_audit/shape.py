@@ -22,9 +22,9 @@ def _has_provider_model(value: Any) -> bool:
 
 
 def envelope_problem(event: dict[str, Any]) -> str | None:
-    extra = [key for key in event if key not in ENVELOPE_KEYS]
-    if extra:
-        return f"invalid event envelope: unexpected key {extra[0]!r}"
+    if not event.keys() <= ENVELOPE_KEYS:
+        extra = next(key for key in event if key not in ENVELOPE_KEYS)
+        return f"invalid event envelope: unexpected key {extra!r}"
     if not isinstance(event.get("type"), str):
         return "invalid event envelope: type must be a string"
     if "time" in event and not _safe_int(event["time"]):
