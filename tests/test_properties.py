@@ -64,8 +64,13 @@ def build(actions: list[str], texts: list[str]) -> LogBuilder:
 
 
 def _live(log: LogBuilder) -> list[int]:
+    return _surface_nodes(log.events)
+
+
+def _surface_nodes(events: list[dict[str, Any]]) -> list[int]:
+    """The live surface after `events`, walked from scratch (the naive counterpart of the fold)."""
     nodes: list[int] = []
-    for e in log.events:
+    for e in events:
         op = e.get("surfaceOp")
         if op == "append":
             nodes.append(e["seq"])
@@ -77,19 +82,9 @@ def _live(log: LogBuilder) -> list[int]:
 
 def naive_body(events: list[dict[str, Any]]) -> bytes:
     """Rebuild one request from scratch: walk the surface over the prefix, fold the latest header."""
-    nodes: list[int] = []
-    header: dict[str, Any] = {}
-    for e in events:
-        op = e.get("surfaceOp")
-        if op == "append":
-            nodes.append(e["seq"])
-        elif isinstance(op, dict):
-            i, j = nodes.index(op["start"]), nodes.index(op["end"])
-            nodes[i:j + 1] = [e["seq"]]
-        if e["type"] == "request/header":
-            header = e["data"]["header"]
+    header = next(e["data"]["header"] for e in reversed(events) if e["type"] == "request/header")
     messages = []
-    for seq in nodes:
+    for seq in _surface_nodes(events):
         e = events[seq]
         message = e["data"] if e["type"] == "user/message" else e["data"]["message"]
         if e["type"] != "assistant/message" or message["content"]:
