@@ -252,3 +252,15 @@ def test_clean_log_verifies_clean() -> None:
     assert codes(two_turns()) == []
     log, _ = compaction_log()
     assert codes(log) == []
+
+
+def test_a_child_log_marks_its_lineage_requests_as_the_parents() -> None:
+    log = LogBuilder(session_id="child", parentSession="parent", seedLength=9)
+    log.simple_turn(1, "seeded", "from parent", header_reason="initial")
+    log.add("session/end-seed", {})
+    assert log.next_seq == 10
+    log.simple_turn(2, "own", "child answer", header_reason="resume")
+    first, second = requests_of(log)
+    assert (first.inherited, first.owner) == (True, "parent")
+    assert (second.inherited, second.owner) == (False, "child")
+    assert [c.kind for c in second.causes] == ["end-seed", "resume"]

@@ -114,7 +114,8 @@ def rebuild(log: Path, step_filter: str | None, fmt: str, message_prefix: str) -
                     annotated = {"log": source.label, "turn": request.turn, "step": request.step,
                                  "attempt": request.attempt, "dispatchSeq": request.dispatch_seq,
                                  "headerSeq": request.header_seq, "sha256": request.sha256,
-                                 "inherited": request.inherited, "prefix": request.prefix,
+                                 "inherited": request.inherited, "owner": request.owner,
+                                 "prefix": request.prefix,
                                  "placeholders": request.placeholders,
                                  "request": json.loads(request.body) if request.body else None}
                     out.write(json.dumps(annotated, indent=2, ensure_ascii=False).encode() + b"\n")

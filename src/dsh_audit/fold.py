@@ -45,6 +45,7 @@ class RebuiltRequest:
     sha256: str | None                  # None when no header is in force
     message_count: int
     inherited: bool = False             # belongs to the parent lineage of a child log
+    owner: str | None = None            # session that dispatched it: the parent's id for an inherited request
     body: bytes | None = None
     extends_previous: bool = True
     causes: list[Cause] = field(default_factory=list)
@@ -65,6 +66,8 @@ class RequestFold:
                  bodies: bool = False, on_finding: OnFinding | None = None) -> None:
         self.label = label
         self.session_id = str(header.get("id"))
+        parent = header.get("parentSession")
+        self.parent_id = parent if isinstance(parent, str) else None
         seed_length = header.get("seedLength")
         self.seed_length = seed_length if isinstance(seed_length, int) else None
         self.message_prefix_mode = message_prefix
@@ -129,8 +132,8 @@ class RequestFold:
         elif kind == "request/header":
             self._apply_header(event, seq)
         elif kind == "session/end-seed":
-            if self.seed_end is None:
-                self.seed_end = seq + 1
+            # Only the header's seedLength says, before the fact, which requests a child inherited; an end-seed
+            # without it (a resumed process of the same session) is a boundary, not a change of owner.
             self.pending_causes.append(Cause("end-seed", seq, "resume/fork boundary (session/end-seed)"))
         return closed
 
@@ -272,6 +275,7 @@ class RequestFold:
                                  header_seq=header.seq if header else None, sha256=None,
                                  message_count=len(self.surface.visible), line=line,
                                  inherited=self.seed_end is not None and seq < self.seed_end)
+        request.owner = self.parent_id if request.inherited and self.parent_id else self.session_id
         if header is None:
             self.finding("no-header", f"no request/header before dispatch seq {seq}: the request's envelope "
                          "(provider, model, system, tools) is not in the log", seq=seq, event_type="assistant/chunk",

@@ -10,7 +10,6 @@ from typing import Any
 
 from .errors import LogRejected
 
-
 _UPGRADABLE = frozenset({"turn/start", "turn/end", "steering/message", "user/message", "assistant/message",
                          "tool/result"})
 
