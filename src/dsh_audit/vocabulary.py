@@ -8,9 +8,7 @@ validators are compiled once per process, because a log can hold millions of eve
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import suppress
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -19,11 +17,12 @@ from itertools import islice
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
-from urllib.parse import urljoin
 
 from jsonschema import Draft202012Validator, ValidationError
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
+
+from .fastcheck import Check, SourceCompiler
 
 MAX_VIOLATIONS = 5  # per event: enough to diagnose, cheap on a log that is wrong everywhere
 _SHORT = 60  # longest rendering of a value inside a message
@@ -52,181 +51,6 @@ class Vocabulary:
     declared_in: Mapping[str, str]  # type -> upstream file that declares it
 
 
-Check = Callable[[Any], bool]
-
-
-class _Unsupported(Exception):
-    """A schema keyword the fast checker does not implement: that schema goes through jsonschema only."""
-
-
-def _equal(a: Any, b: Any) -> bool:
-    """JSON equality as jsonschema applies it: true is not 1, 1 is 1.0."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_equal(a[key], b[key]) for key in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(map(_equal, a, b))
-    numbers = isinstance(a, int | float) and isinstance(b, int | float)
-    return (numbers or type(a) is type(b)) and a == b
-
-
-_TYPE_CHECKS: dict[str, Check] = {
-    "object": lambda v: isinstance(v, dict),
-    "array": lambda v: isinstance(v, list),
-    "string": lambda v: isinstance(v, str),
-    "boolean": lambda v: isinstance(v, bool),
-    "null": lambda v: v is None,
-    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
-    "integer": lambda v: ((isinstance(v, int) and not isinstance(v, bool))
-                          or (isinstance(v, float) and v.is_integer())),
-}
-
-
-def _integers_within(values: list[Any], low: float, high: float) -> bool:
-    if set(map(type, values)) <= {int}:   # C-speed for the long seq lists
-        return not values or (min(values) >= low and max(values) <= high)
-    return all((type(item) is int or (type(item) is float and item.is_integer())) and low <= item <= high
-               for item in values)
-
-
-def _unique_items(value: Any) -> bool:
-    if not isinstance(value, list):
-        return True
-    if all(type(item) is int for item in value):  # the common case: a list of seqs
-        return len(set(value)) == len(value)
-    return not any(_equal(a, b) for i, a in enumerate(value) for b in value[i + 1:])
-
-
-_ANNOTATIONS = {"$schema", "$id", "$defs", "title", "description"}
-
-
-class _FastCompiler:
-    """Compiles the subset of 2020-12 our schemas use into plain predicates.
-
-    jsonschema spends most of its time on reference lookups and validator bookkeeping; a yes/no answer for
-    the common case (a valid event) needs neither. Anything unsupported raises _Unsupported, and the
-    exact error report always comes from jsonschema.
-    """
-
-    def __init__(self, documents: Mapping[str, dict[str, Any]]) -> None:
-        self.documents = documents
-        self.by_ref: dict[str, Check] = {}
-
-    def compile(self, schema: Any, base: str) -> Check:
-        if schema is True:
-            return lambda value: True
-        if schema is False:
-            return lambda value: False
-        checks: list[Check] = []
-        for keyword, argument in schema.items():
-            if keyword not in _ANNOTATIONS and not keyword.startswith("x-dsh-"):
-                checks.append(self._keyword(keyword, argument, schema, base))
-        if not checks:
-            return lambda value: True
-        return checks[0] if len(checks) == 1 else lambda value: all(check(value) for check in checks)
-
-    def _ref(self, target: str) -> Check:
-        if target not in self.by_ref:
-            uri, _, fragment = target.partition("#")
-            node: Any = self.documents[uri]
-            for token in filter(None, fragment.split("/")):
-                node = node[token.replace("~1", "/").replace("~0", "~")]
-            cell: list[Check] = []
-            self.by_ref[target] = lambda value: cell[0](value)  # lets recursive shapes refer to themselves
-            cell.append(self.compile(node, uri))
-        return self.by_ref[target]
-
-    def _discriminated(self, subs: list[Any], base: str) -> tuple[str, dict[Any, Check]] | None:
-        """`allOf: [{if: {properties: {K: {const: v}}, required: [K]}, then: S}, …]` as (K, {v: S})."""
-        key: str | None = None
-        branches: dict[Any, Check] = {}
-        for sub in subs:
-            condition = sub.get("if") if isinstance(sub, dict) and set(sub) == {"if", "then"} else None
-            if not isinstance(condition, dict) or set(condition) != {"properties", "required"}:
-                return None
-            (name, rule), = condition["properties"].items() if len(condition["properties"]) == 1 else ((None, None),)
-            if (name is None or condition["required"] != [name] or not isinstance(rule, dict)
-                    or set(rule) != {"const"} or not isinstance(rule["const"], str) or key not in (None, name)):
-                return None
-            key = name
-            branches[rule["const"]] = self.compile(sub["then"], base)
-        return (key, branches) if key is not None else None
-
-    def _integer_bounds(self, schema: Any, base: str) -> tuple[float, float] | None:
-        """(minimum, maximum) when `schema` (through $refs) only says "an integer in this range"."""
-        while isinstance(schema, dict) and set(schema) - _ANNOTATIONS == {"$ref"}:
-            uri, _, fragment = urljoin(base, schema["$ref"]).partition("#")
-            schema, base = self.documents[uri], uri
-            for token in filter(None, fragment.split("/")):
-                schema = schema[token.replace("~1", "/").replace("~0", "~")]
-        if not isinstance(schema, dict) or schema.get("type") != "integer":
-            return None
-        if not set(schema) - _ANNOTATIONS <= {"type", "minimum", "maximum"}:
-            return None
-        return float(schema.get("minimum", float("-inf"))), float(schema.get("maximum", float("inf")))
-
-    def _keyword(self, keyword: str, arg: Any, schema: dict[str, Any], base: str) -> Check:
-        if keyword == "$ref":
-            return self._ref(urljoin(base, arg))
-        if keyword == "type":
-            return _TYPE_CHECKS[arg]
-        if keyword == "const":
-            return lambda value: _equal(value, arg)
-        if keyword == "enum":
-            return lambda value: any(_equal(value, option) for option in arg)
-        if keyword == "properties":
-            props = {key: self.compile(sub, base) for key, sub in arg.items()}
-            return lambda value: not isinstance(value, dict) or all(
-                check(value[key]) for key, check in props.items() if key in value)
-        if keyword == "required":
-            return lambda value: not isinstance(value, dict) or all(key in value for key in arg)
-        if keyword == "additionalProperties" and arg is False and "patternProperties" not in schema:
-            allowed = frozenset(schema.get("properties", {}))
-            return lambda value: not isinstance(value, dict) or allowed.issuperset(value)
-        if keyword == "items":
-            bounds = self._integer_bounds(arg, base)
-            if bounds is not None:   # seq lists run to thousands of items: one tight loop, no call per item
-                low, high = bounds
-                return lambda value: not isinstance(value, list) or _integers_within(value, low, high)
-            item = self.compile(arg, base)
-            return lambda value: not isinstance(value, list) or all(map(item, value))
-        if keyword == "allOf" and (table := self._discriminated(arg, base)) is not None:
-            key, branches = table   # if/then per value of one key: look the branch up instead of trying each
-            return lambda value: all(branch(value) for branch in branches.values()) if not isinstance(
-                value, dict) else ((branch := branches.get(value.get(key))) is None or branch(value))
-        if keyword in ("allOf", "anyOf"):
-            subs = [self.compile(sub, base) for sub in arg]
-            combine = all if keyword == "allOf" else any
-            return lambda value: combine(sub(value) for sub in subs)
-        if keyword == "not":
-            negated = self.compile(arg, base)
-            return lambda value: not negated(value)
-        if keyword == "if" and "else" not in schema:
-            condition, then = self.compile(arg, base), self.compile(schema.get("then", True), base)
-            return lambda value: not condition(value) or then(value)
-        if keyword == "then" and "if" in schema:
-            return lambda value: True  # folded into "if"
-        if keyword in ("minimum", "maximum"):
-            low = keyword == "minimum"
-            return lambda value: not _TYPE_CHECKS["number"](value) or (value >= arg if low else value <= arg)
-        if keyword in ("minLength", "maxLength"):
-            low = keyword == "minLength"
-            return lambda value: not isinstance(value, str) or (len(value) >= arg if low else len(value) <= arg)
-        if keyword in ("minItems", "maxItems"):
-            low = keyword == "minItems"
-            return lambda value: not isinstance(value, list) or (len(value) >= arg if low else len(value) <= arg)
-        if keyword == "maxProperties":
-            return lambda value: not isinstance(value, dict) or len(value) <= arg
-        if keyword == "pattern":
-            regex = re.compile(arg)
-            return lambda value: not isinstance(value, str) or regex.search(value) is not None
-        if keyword == "uniqueItems" and arg is True:
-            return _unique_items
-        if keyword == "dependentRequired":
-            return lambda value: not isinstance(value, dict) or all(
-                key not in value or all(need in value for need in needs) for key, needs in arg.items())
-        raise _Unsupported(keyword)
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,7 +60,7 @@ class _Compiled:
     header: Draft202012Validator
     packed_row: Draft202012Validator
     data: Mapping[str, Draft202012Validator]  # every type with a schema file, legacy ones included
-    fast: Mapping[str, Check]  # "envelope", "header", "packed_row" and every data type; see _FastCompiler
+    fast: Mapping[str, Check]  # "envelope", "header", "packed_row" and every data type; see dsh_audit.fastcheck
 
 
 def _schema_root() -> Traversable:
@@ -304,11 +128,7 @@ def _compiled() -> _Compiled:
     roots = {"envelope": by_name["envelope.schema.json"], "header": by_name["session-header.schema.json"],
              "packed_row": by_name["packed-chunk-row.schema.json"],
              **{document["x-dsh-type"]: document for document in event_schemas}}
-    compiler = _FastCompiler(documents)
-    fast: dict[str, Check] = {}
-    for name, document in roots.items():
-        with suppress(_Unsupported):  # such a schema is checked by jsonschema alone
-            fast[name] = compiler.compile(document, document["$id"])
+    fast = SourceCompiler(documents).build(roots)   # a schema it cannot compile is checked by jsonschema alone
     return _Compiled(
         vocabulary=_vocabulary(event_schemas),
         envelope=compile_schema(by_name["envelope.schema.json"]),

@@ -1,0 +1,249 @@
+"""A yes/no checker for our JSON Schemas, compiled to Python source.
+
+jsonschema spends most of its time on reference lookups and validator bookkeeping; answering "is this event
+valid?" needs neither. Each schema node becomes one generated function of straight-line `if … return False`
+statements, so checking a valid event costs a few attribute tests per key. Only the subset of 2020-12 our
+schemas use is supported; anything else raises Unsupported and that schema is left to jsonschema. The exact
+error report for an invalid event always comes from jsonschema.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import urljoin
+
+Check = Callable[[Any], bool]
+ANNOTATIONS = frozenset({"$schema", "$id", "$defs", "title", "description"})
+_MISSING = object()
+_TYPE_TESTS = {
+    "object": "isinstance({v}, dict)",
+    "array": "isinstance({v}, list)",
+    "string": "isinstance({v}, str)",
+    "boolean": "isinstance({v}, bool)",
+    "null": "{v} is None",
+    "number": "(isinstance({v}, (int, float)) and not isinstance({v}, bool))",
+    "integer": "_is_integer({v})",
+}
+
+
+class Unsupported(Exception):
+    """A keyword the compiler does not implement."""
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """JSON equality as jsonschema applies it: true is not 1, 1 is 1.0."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(a[key], b[key]) for key in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(map(json_equal, a, b))
+    numbers = isinstance(a, int | float) and isinstance(b, int | float)
+    return (numbers or type(a) is type(b)) and a == b
+
+
+def _is_integer(v: Any) -> bool:
+    return (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer())
+
+
+def _integers_within(values: list[Any], low: float, high: float) -> bool:
+    if set(map(type, values)) <= {int}:   # C speed for the long seq lists
+        return not values or (min(values) >= low and max(values) <= high)
+    return all(_is_integer(item) and low <= item <= high for item in values)
+
+
+def _unique(values: list[Any]) -> bool:
+    if set(map(type, values)) <= {int}:   # the common case, a list of seqs: no pairwise comparison
+        return len(set(values)) == len(values)
+    return all(not json_equal(a, b) for i, a in enumerate(values) for b in values[i + 1:])
+
+
+class SourceCompiler:
+    def __init__(self, documents: Mapping[str, dict[str, Any]]) -> None:
+        self.documents = documents
+        self.functions: list[str] = []
+        self.constants: dict[str, Any] = {}
+        self.by_key: dict[Any, str] = {}
+        self.tables: list[str] = []   # dispatch tables, defined after the functions they name
+
+    # -- public -----------------------------------------------------------------------------------------
+    def build(self, roots: Mapping[str, dict[str, Any]]) -> dict[str, Check]:
+        """One check per root schema; a root using an unsupported keyword is left out."""
+        entry: dict[str, str] = {}
+        for name, document in roots.items():
+            saved = (list(self.functions), dict(self.constants), dict(self.by_key), list(self.tables))
+            try:
+                entry[name] = self._function(document, document["$id"])
+            except Unsupported:
+                self.functions, self.constants, self.by_key, self.tables = saved
+        namespace: dict[str, Any] = {"_MISSING": _MISSING, "_is_integer": _is_integer, "_equal": json_equal,
+                                     "_integers_within": _integers_within, "_unique": _unique, **self.constants}
+        source = "\n".join([*self.functions, *self.tables])
+        exec(compile(source, "<dsh_audit.fastcheck>", "exec"), namespace)
+        return {name: namespace[function] for name, function in entry.items()}
+
+    # -- schema nodes -----------------------------------------------------------------------------------
+    def _constant(self, value: Any) -> str:
+        name = f"_c{len(self.constants)}"
+        self.constants[name] = value
+        return name
+
+    def _resolve(self, target: str) -> tuple[Any, str]:
+        uri, _, fragment = target.partition("#")
+        node: Any = self.documents[uri]
+        for token in filter(None, fragment.split("/")):
+            node = node[token.replace("~1", "/").replace("~0", "~")]
+        return node, uri
+
+    def _function(self, schema: Any, base: str, key: Any = None) -> str:
+        key = key if key is not None else (id(schema), base)
+        if key in self.by_key:
+            return self.by_key[key]
+        name = f"_f{len(self.by_key)}"
+        self.by_key[key] = name   # before compiling the body: recursive shapes call themselves
+        body = self._statements(schema, base, "v")
+        self.functions.append(f"def {name}(v):\n" + "".join(f"    {line}\n" for line in body) + "    return True\n")
+        return name
+
+    def _test(self, schema: Any, base: str, v: str) -> str:
+        """An expression that is true when `v` satisfies `schema`."""
+        if schema is True:
+            return "True"
+        if schema is False:
+            return "False"
+        keys = set(schema) - ANNOTATIONS
+        if keys == {"type"} and isinstance(schema["type"], str):
+            return _TYPE_TESTS[schema["type"]].format(v=v)
+        if keys == {"$ref"}:
+            return f"{self._ref(urljoin(base, schema['$ref']))}({v})"
+        return f"{self._function(schema, base)}({v})"
+
+    def _ref(self, target: str) -> str:
+        schema, base = self._resolve(target)
+        return self._function(schema, base, key=target)
+
+    def _statements(self, schema: Any, base: str, v: str) -> list[str]:
+        if schema is True:
+            return []
+        if schema is False:
+            return ["return False"]
+        lines: list[str] = []
+        for keyword, arg in schema.items():
+            if keyword in ANNOTATIONS or keyword.startswith("x-dsh-"):
+                continue
+            lines += self._keyword(keyword, arg, schema, base, v)
+        return lines
+
+    def _keyword(self, keyword: str, arg: Any, schema: dict[str, Any], base: str, v: str) -> list[str]:
+        if keyword == "$ref":
+            return [f"if not {self._ref(urljoin(base, arg))}({v}): return False"]
+        if keyword == "type":
+            if not isinstance(arg, str):
+                raise Unsupported("type list")
+            return [f"if not {_TYPE_TESTS[arg].format(v=v)}: return False"]
+        if keyword == "const":
+            if isinstance(arg, str):
+                return [f"if not (isinstance({v}, str) and {v} == {arg!r}): return False"]
+            return [f"if not _equal({v}, {self._constant(arg)}): return False"]
+        if keyword == "enum":
+            if all(isinstance(option, str) for option in arg):
+                return [f"if not (isinstance({v}, str) and {v} in {self._constant(frozenset(arg))}): return False"]
+            options = self._constant(arg)
+            return [f"if not any(_equal({v}, o) for o in {options}): return False"]
+        if keyword == "properties":
+            lines = [f"if isinstance({v}, dict):"]
+            for index, (name, sub) in enumerate(arg.items()):
+                item = f"p{index}"
+                lines += [f"    {item} = {v}.get({name!r}, _MISSING)",
+                          f"    if {item} is not _MISSING and not {self._test(sub, base, item)}: return False"]
+            return lines if len(lines) > 1 else []
+        if keyword == "required":
+            test = " and ".join(f"{name!r} in {v}" for name in arg) or "True"
+            return [f"if isinstance({v}, dict) and not ({test}): return False"]
+        if keyword == "additionalProperties" and arg is False and "patternProperties" not in schema:
+            allowed = self._constant(frozenset(schema.get("properties", {})))
+            return [f"if isinstance({v}, dict) and not {v}.keys() <= {allowed}: return False"]
+        if keyword == "items":
+            bounds = self._integer_bounds(arg, base)
+            if bounds is not None:   # seq lists run to thousands of items: one tight loop, no call per item
+                return [f"if isinstance({v}, list) and not _integers_within({v}, {bounds[0]!r}, {bounds[1]!r}):"
+                        " return False"]
+            return [f"if isinstance({v}, list):",
+                    f"    for x in {v}:",
+                    f"        if not {self._test(arg, base, 'x')}: return False"]
+        if keyword == "allOf":
+            table = self._discriminated(arg, base)
+            if table is not None:   # if/then per value of one key: look the branch up instead of trying each
+                key, lookup = table
+                return [f"if isinstance({v}, dict):",
+                        f"    branch = {lookup}.get({v}.get({key!r}))",
+                        f"    if branch is not None and not branch({v}): return False",
+                        "else:",
+                        f"    for branch in {lookup}.values():",
+                        f"        if not branch({v}): return False"]
+            return [f"if not {self._test(sub, base, v)}: return False" for sub in arg]
+        if keyword == "anyOf":
+            return [f"if not ({' or '.join(self._test(sub, base, v) for sub in arg)}): return False"]
+        if keyword == "not":
+            return [f"if {self._test(arg, base, v)}: return False"]
+        if keyword == "if" and "else" not in schema:
+            then = schema.get("then", True)
+            return [f"if {self._test(arg, base, v)} and not {self._test(then, base, v)}: return False"]
+        if keyword == "then" and "if" in schema:
+            return []   # folded into "if"
+        if keyword in ("minimum", "maximum"):
+            op = "<" if keyword == "minimum" else ">"
+            return [f"if {_TYPE_TESTS['number'].format(v=v)} and {v} {op} {arg!r}: return False"]
+        if keyword in ("minLength", "maxLength"):
+            op = "<" if keyword == "minLength" else ">"
+            return [f"if isinstance({v}, str) and len({v}) {op} {arg!r}: return False"]
+        if keyword in ("minItems", "maxItems"):
+            op = "<" if keyword == "minItems" else ">"
+            return [f"if isinstance({v}, list) and len({v}) {op} {arg!r}: return False"]
+        if keyword == "maxProperties":
+            return [f"if isinstance({v}, dict) and len({v}) > {arg!r}: return False"]
+        if keyword == "pattern":
+            regex = self._constant(re.compile(arg))
+            return [f"if isinstance({v}, str) and {regex}.search({v}) is None: return False"]
+        if keyword == "uniqueItems" and arg is True:
+            return [f"if isinstance({v}, list) and not _unique({v}): return False"]
+        if keyword == "dependentRequired":
+            lines = []
+            for name, needs in arg.items():
+                test = " and ".join(f"{need!r} in {v}" for need in needs) or "True"
+                lines.append(f"if isinstance({v}, dict) and {name!r} in {v} and not ({test}): return False")
+            return lines
+        raise Unsupported(keyword)
+
+    def _discriminated(self, subs: list[Any], base: str) -> tuple[str, str] | None:
+        """`allOf: [{if: {properties: {K: {const: v}}, required: [K]}, then: S}, …]` as (K, {v: S})."""
+        key: str | None = None
+        names: dict[str, str] = {}
+        for sub in subs:
+            condition = sub.get("if") if isinstance(sub, dict) and set(sub) == {"if", "then"} else None
+            if not isinstance(condition, dict) or set(condition) != {"properties", "required"} \
+                    or len(condition["properties"]) != 1:
+                return None
+            ((name, rule),) = condition["properties"].items()
+            if (condition["required"] != [name] or not isinstance(rule, dict) or set(rule) != {"const"}
+                    or not isinstance(rule["const"], str) or key not in (None, name)):
+                return None
+            key = name
+            names[rule["const"]] = self._function(sub["then"], base)
+        if key is None:
+            return None
+        table = f"_t{len(self.tables)}"
+        self.tables.append(f"{table} = {{{', '.join(f'{value!r}: {fn}' for value, fn in names.items())}}}")
+        return key, table
+
+    def _integer_bounds(self, schema: Any, base: str) -> tuple[float, float] | None:
+        """(minimum, maximum) when `schema` (through $refs) only says "an integer in this range"."""
+        while isinstance(schema, dict) and set(schema) - ANNOTATIONS == {"$ref"}:
+            schema, base = self._resolve(urljoin(base, schema["$ref"]))
+        if not isinstance(schema, dict) or schema.get("type") != "integer":
+            return None
+        if not set(schema) - ANNOTATIONS <= {"type", "minimum", "maximum"}:
+            return None
+        return float(schema.get("minimum", float("-inf"))), float(schema.get("maximum", float("inf")))
