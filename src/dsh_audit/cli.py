@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,17 @@ PREFIX_OPTION = click.option(
          "ignores it as the current reference does.")
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """Lone surrogates (legal in a JS string, so in a log) as \\uXXXX escapes: valid in JSON text and
+    printable on a UTF-8 terminal."""
+    return _LONE_SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+
+
 def _fail(error: DshAuditError) -> None:
-    click.echo(f"audit: {error}", err=True)
+    click.echo(printable(f"audit: {error}"), err=True)
     sys.exit(error.exit_code)
 
 
@@ -54,8 +64,8 @@ def verify(logs: tuple[Path, ...], fmt: str, strict: bool, jobs: int, message_pr
         from .junit import cases_from_reports, write_junit
         write_junit(junit_file, "dsh-audit verify", cases_from_reports(reports, strict=strict))
     if fmt == "json":
-        click.echo(json.dumps({"summary": summary(reports, strict), "logs": [_report_json(r, strict)
-                                                                           for r in reports]}, indent=2))
+        document = {"summary": summary(reports, strict), "logs": [_report_json(r, strict) for r in reports]}
+        click.echo(printable(json.dumps(document, indent=2, ensure_ascii=False)))
     else:
         _render_table(reports, strict)
     if any(r.read_error for r in reports):
@@ -81,9 +91,9 @@ def _render_table(reports: list[LogReport], strict: bool) -> None:
         status = "UNREADABLE" if report.read_error else ("FAIL" if report.failed(strict) else "ok")
         click.echo(f"{status:<10} {report.label}  ({report.events} events, {len(report.requests)} requests)")
         if report.read_error:
-            click.echo(f"    {report.read_error}")
+            click.echo(printable(f"    {report.read_error}"))
         for finding in report.findings:
-            click.echo(f"    {finding.render()}")
+            click.echo(printable(f"    {finding.render()}"))
     totals = summary(reports, strict)
     click.echo(f"{totals['logs']} log(s), {totals['failed']} failed, {totals['requests']} request(s) rebuilt, "
                f"{totals['errors']} error(s), {totals['warnings']} warning(s)")
@@ -118,7 +128,7 @@ def rebuild(log: Path, step_filter: str | None, fmt: str, message_prefix: str) -
                                  "prefix": request.prefix,
                                  "placeholders": request.placeholders,
                                  "request": json.loads(request.body) if request.body else None}
-                    out.write(json.dumps(annotated, indent=2, ensure_ascii=False).encode() + b"\n")
+                    out.write(printable(json.dumps(annotated, indent=2, ensure_ascii=False)).encode() + b"\n")
                 out.flush()
     except DshAuditError as error:
         _fail(error)
