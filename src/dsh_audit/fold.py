@@ -143,7 +143,8 @@ class RequestFold:
         if self.current is None and step is not None and step not in self.attempts:
             self._dispatch(step, seq, "first-response-event", line)
         if self.current is not None and self.current.usage is None:
-            usage = event["data"].get("usage") if isinstance(event["data"], dict) else None
+            data = event.get("data")
+            usage = data.get("usage") if isinstance(data, dict) else None
             self.current.usage = usage if isinstance(usage, dict) else None
         self._apply_surface(event, seq)
         return self._close_attempt()
@@ -244,7 +245,8 @@ class RequestFold:
         return (turn, step) if isinstance(turn, int) and isinstance(step, int) else None
 
     def _observe_chunk(self, event: dict[str, Any]) -> None:
-        chunk = event["data"].get("chunk") if isinstance(event["data"], dict) else None
+        data = event.get("data")   # an envelope without data is a finding, not a reason to stop folding
+        chunk = data.get("chunk") if isinstance(data, dict) else None
         if not isinstance(chunk, dict) or self.current is None:
             return
         if chunk.get("type") == "usage" and isinstance(chunk.get("usage"), dict):

@@ -226,7 +226,7 @@ class StructureChecker:
             if isinstance(block, dict) and block.get("type") == "tool-call" and isinstance(block.get("id"), str):
                 self.calls.setdefault(block["id"], seq)
                 name = block.get("name")
-                if self.declared_tools is not None and name not in self.declared_tools:
+                if self.declared_tools is not None and (not isinstance(name, str) or name not in self.declared_tools):
                     self.report("tool-undeclared", f"tool call {block['id']!r} names tool {name!r}, which the "
                                 "request/header in force does not declare", seq=seq, event_type="assistant/message")
         self._check_content_matches_chunks(data, content, seq, event)

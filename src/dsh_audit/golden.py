@@ -1,0 +1,193 @@
+"""Golden-log checks for CI: the rebuilt request digests of every log under a directory, pinned in one golden
+file beside the logs, and a per-step diff when a rebuild changes.
+
+The golden file is `DIR/dsh-audit.golden.json`, keyed by each log's path relative to DIR (SQLite sessions as
+`path#sessionId`). It is written atomically with sorted keys; the logs themselves are only ever read. With
+`full`, each request also keeps its exact body as a string (a parsed body would lose the key order the bytes
+depend on), so a check can name the first differing message and JSON path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from deepdiff import DeepDiff
+
+from .errors import DshAuditError, LogReadError
+from .findings import Finding
+from .readers import discover, open_logs
+from .reconstruct import iter_requests
+
+GOLDEN_NAME = "dsh-audit.golden.json"
+FORMAT = "dsh-audit-golden/1"
+_MAX_PATHS = 5   # JSON paths shown per changed request
+
+
+@dataclass(slots=True)
+class LogRequests:
+    """One log's rebuilt requests (or why it could not be read)."""
+
+    key: str                                   # path relative to the golden directory
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+
+
+def golden_path(directory: Path) -> Path:
+    return directory / GOLDEN_NAME
+
+
+def _key(directory: Path, path: Path, label: str) -> str:
+    relative = path.relative_to(directory).as_posix()
+    return relative + label[len(str(path)):]   # keeps a SQLite store's "#sessionId"
+
+
+def collect(directory: Path, *, full: bool = False, message_prefix: str = "legacy") -> Iterator[LogRequests]:
+    """Every log below `directory`, rebuilt. Findings do not stop a rebuild (verify reports them); an
+    unreadable log yields an entry with `error` set."""
+    if not directory.is_dir():
+        raise LogReadError("is not a directory; golden commands take the directory holding the logs",
+                           path=str(directory))
+    for path in discover([directory]):
+        try:
+            for source in open_logs(path):
+                entry = LogRequests(_key(directory, path, source.label))
+                ignored: list[Finding] = []
+                for request in iter_requests(source, message_prefix=message_prefix, bodies=full,
+                                             on_finding=ignored.append):
+                    record: dict[str, Any] = {"turn": request.turn, "step": request.step,
+                                              "attempt": request.attempt, "dispatchSeq": request.dispatch_seq,
+                                              "sha256": request.sha256}
+                    if full:
+                        # jsjson escapes lone surrogates, so the body bytes are always valid UTF-8
+                        record["body"] = None if request.body is None else request.body.decode("utf-8")
+                    entry.requests.append(record)
+                yield entry
+        except DshAuditError as error:
+            yield LogRequests(path.relative_to(directory).as_posix(), error=str(error))
+
+
+def golden_document(entries: list[LogRequests], *, full: bool, message_prefix: str) -> dict[str, Any]:
+    return {"format": FORMAT, "full": full, "messagePrefix": message_prefix,
+            "logs": {entry.key: {"requests": entry.requests} for entry in entries}}
+
+
+def write_golden(directory: Path, document: dict[str, Any]) -> Path:
+    """Atomically replace the golden file: a reader never sees a half-written one."""
+    target = golden_path(directory)
+    text = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=True) + "\n"
+    handle, temporary = tempfile.mkstemp(prefix=".dsh-audit-golden.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(handle, "w", encoding="ascii") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temporary, 0o644)   # mkstemp creates 0600; a golden file is meant to be committed and shared
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def read_golden(directory: Path) -> dict[str, Any]:
+    path = golden_path(directory)
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise LogReadError("no golden file; create it with `audit golden update`", path=str(path)) from None
+    except (OSError, ValueError) as error:
+        raise LogReadError(f"unreadable golden file: {error}", path=str(path)) from None
+    if not isinstance(document, dict) or document.get("format") != FORMAT or not isinstance(document.get("logs"), dict):
+        raise LogReadError(f'not a dsh-audit golden file: expected {{"format": "{FORMAT}", "logs": {{...}}}}',
+                           path=str(path))
+    return document
+
+
+# -- comparison ---------------------------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class LogDiff:
+    key: str
+    status: str                     # "same" | "changed" | "added" | "removed" | "unreadable"
+    lines: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "same"
+
+
+def _name(request: dict[str, Any]) -> str:
+    return f"{request.get('turn')}.{request.get('step')}#{request.get('attempt')}"
+
+
+def _body_paths(old: Any, new: Any) -> list[str]:
+    """Where two full request bodies differ: the first differing message index, then JSON paths."""
+    try:
+        before, after = json.loads(old), json.loads(new)
+    except (TypeError, ValueError):
+        return ["body differs"]
+    notes = []
+    old_messages, new_messages = before.get("messages"), after.get("messages")
+    if isinstance(old_messages, list) and isinstance(new_messages, list):
+        index = next((i for i, (a, b) in enumerate(zip(old_messages, new_messages, strict=False)) if a != b),
+                     min(len(old_messages), len(new_messages)))
+        if index < max(len(old_messages), len(new_messages)):
+            notes.append(f"first differing message: index {index} ({len(old_messages)} -> {len(new_messages)} "
+                         "messages)")
+    paths = sorted(DeepDiff(before, after).affected_paths)
+    notes += paths[:_MAX_PATHS] + ([f"... {len(paths) - _MAX_PATHS} more path(s)"] if len(paths) > _MAX_PATHS else [])
+    if not notes and old != new:
+        notes.append("same JSON value, different bytes (key order or number formatting)")
+    return notes
+
+
+def diff_requests(golden: list[dict[str, Any]], current: list[dict[str, Any]]) -> list[str]:
+    """Per-step differences, in dispatch order: added, removed and changed requests by turn.step#attempt."""
+    before = {_name(request): request for request in golden if isinstance(request, dict)}
+    after = {_name(request): request for request in current}
+    lines = []
+    for name in dict.fromkeys([*after, *before]):
+        old, new = before.get(name), after.get(name)
+        if old is None and new is not None:
+            lines.append(f"+ {name} added (dispatch seq {new['dispatchSeq']}, sha256 {new['sha256']})")
+        elif new is None and old is not None:
+            lines.append(f"- {name} removed (was dispatch seq {old.get('dispatchSeq')}, sha256 {old.get('sha256')})")
+        elif old is not None and new is not None and (old.get("sha256"), old.get("dispatchSeq")) != (
+                new["sha256"], new["dispatchSeq"]):
+            lines.append(f"~ {name} changed: sha256 {old.get('sha256')} -> {new['sha256']}"
+                         + (f", dispatch seq {old.get('dispatchSeq')} -> {new['dispatchSeq']}"
+                            if old.get("dispatchSeq") != new["dispatchSeq"] else ""))
+            if "body" in old and "body" in new:
+                lines.extend(f"    {note}" for note in _body_paths(old["body"], new["body"]))
+    return lines
+
+
+def check(directory: Path) -> list[LogDiff]:
+    """Compare the logs below `directory` with its golden file, one LogDiff per log (golden or current)."""
+    document = read_golden(directory)
+    full = document.get("full") is True
+    prefix = document.get("messagePrefix") if document.get("messagePrefix") in ("legacy", "drop") else "legacy"
+    pinned: dict[str, Any] = document["logs"]
+    diffs: list[LogDiff] = []
+    seen = set()
+    for entry in collect(directory, full=full, message_prefix=str(prefix)):
+        seen.add(entry.key)
+        if entry.error is not None:
+            diffs.append(LogDiff(entry.key, "unreadable", [entry.error]))
+            continue
+        golden = pinned.get(entry.key)
+        if not isinstance(golden, dict) or not isinstance(golden.get("requests"), list):
+            diffs.append(LogDiff(entry.key, "added", [f"+ new log with {len(entry.requests)} request(s), "
+                                                      "not in the golden file"]))
+            continue
+        lines = diff_requests(golden["requests"], entry.requests)
+        diffs.append(LogDiff(entry.key, "changed" if lines else "same", lines))
+    for key in sorted(set(pinned) - seen):
+        diffs.append(LogDiff(key, "removed", ["- log is in the golden file but no longer under the directory"]))
+    return diffs

@@ -1,0 +1,103 @@
+"""JUnit XML (the Ant/Jenkins dialect every CI system displays): one <testcase> per log, classname = the log's
+directory, name = its file. A failed log carries a <failure> listing its findings; an unreadable one an <error>.
+
+Log content reaches the report through finding messages, so text is made XML-safe first: characters XML 1.0
+forbids (control characters, lone surrogates) are shown as \\uXXXX escapes instead of making the file invalid.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import tempfile
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path, PurePath
+
+from .verify import LogReport
+
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_text(text: str) -> str:
+    return _NOT_XML.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+@dataclass(frozen=True, slots=True)
+class TestCase:
+    classname: str
+    name: str
+    seconds: float = 0.0
+    failure: str | None = None      # summary line; `details` holds the full text
+    error: str | None = None
+    details: str = ""
+    failure_type: str = "findings"
+
+    __test__ = False   # not a pytest class
+
+
+def case_for_log(label: str, *, seconds: float = 0.0, failure: str | None = None, error: str | None = None,
+                 details: str = "", failure_type: str = "findings") -> TestCase:
+    """classname = directory, name = file (a SQLite session keeps its `#sessionId`)."""
+    path = PurePath(label)
+    return TestCase(classname=str(path.parent), name=path.name, seconds=seconds, failure=failure, error=error,
+                    details=details, failure_type=failure_type)
+
+
+def cases_from_reports(reports: Iterable[LogReport], *, strict: bool,
+                       seconds: dict[str, float] | None = None) -> list[TestCase]:
+    cases = []
+    for report in reports:
+        elapsed = (seconds or {}).get(report.label, 0.0)
+        counted = [f for f in report.findings if f.severity == "error" or strict]
+        details = "\n".join(f.render() for f in report.findings)
+        if report.read_error is not None:
+            cases.append(case_for_log(report.label, seconds=elapsed, error=report.read_error,
+                                      details=report.read_error))
+        elif counted:
+            codes = sorted({f.code for f in counted})
+            cases.append(case_for_log(report.label, seconds=elapsed, details=details,
+                                      failure=f"{len(counted)} finding(s): {', '.join(codes)}"))
+        else:
+            cases.append(case_for_log(report.label, seconds=elapsed, details=details))
+    return cases
+
+
+def junit_tree(suite: str, cases: list[TestCase]) -> ET.ElementTree:
+    total = sum(case.seconds for case in cases)
+    suites = ET.Element("testsuites", name="dsh-audit", tests=str(len(cases)),
+                        failures=str(sum(c.failure is not None for c in cases)),
+                        errors=str(sum(c.error is not None for c in cases)), time=f"{total:.3f}")
+    element = ET.SubElement(suites, "testsuite", name=suite, tests=str(len(cases)),
+                            failures=suites.get("failures", "0"), errors=suites.get("errors", "0"), skipped="0",
+                            time=f"{total:.3f}", hostname=xml_text(socket.gethostname()),
+                            timestamp=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S"))
+    for case in cases:
+        testcase = ET.SubElement(element, "testcase", classname=xml_text(case.classname), name=xml_text(case.name),
+                                 time=f"{case.seconds:.3f}")
+        if case.error is not None:
+            ET.SubElement(testcase, "error", message=xml_text(case.error), type="unreadable").text = \
+                xml_text(case.details)
+        elif case.failure is not None:
+            ET.SubElement(testcase, "failure", message=xml_text(case.failure), type=case.failure_type).text = \
+                xml_text(case.details)
+        elif case.details:
+            ET.SubElement(testcase, "system-out").text = xml_text(case.details)
+    ET.indent(suites)
+    return ET.ElementTree(suites)
+
+
+def write_junit(path: Path, suite: str, cases: list[TestCase]) -> None:
+    """Write the report atomically (a CI step reading it never sees half a file)."""
+    directory = path.parent if str(path.parent) else Path(".")
+    handle, temporary = tempfile.mkstemp(prefix=".junit.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            junit_tree(suite, cases).write(out, encoding="utf-8", xml_declaration=True)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

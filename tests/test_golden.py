@@ -1,0 +1,174 @@
+"""`audit golden update|check`: one golden file per directory, per-step diffs, exit codes, logs left untouched.
+The corpus is read-only, so every test works on copies in tmp_path."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import zstandard
+from click.testing import CliRunner
+
+from conftest_reference import LOGS_ROOT
+from dsh_audit import reconstruct_file
+from dsh_audit.cli import main
+from dsh_audit.golden import GOLDEN_NAME
+
+if not (LOGS_ROOT / "manifest.json").exists():
+    pytest.skip(f"shared corpus {LOGS_ROOT} not present", allow_module_level=True)
+
+SCENARIOS = [
+    "examples/headless-agent/tests/snapshots/compaction-recovery",
+    "examples/acp-agent/tests/snapshots/lsp-definition",
+    "apps/web/tests/snapshots/cordis-tool-round",
+]
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.stdout + result.stderr
+
+
+@pytest.fixture
+def logs(tmp_path: Path) -> Path:
+    root = tmp_path / "logs"
+    for scenario in SCENARIOS:
+        target = root / Path(scenario).name
+        shutil.copytree(LOGS_ROOT / scenario, target)
+        for path in target.rglob("*"):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        target.chmod(0o755)
+    return root
+
+
+def snapshot(root: Path) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in root.rglob("*") if p.is_file() and p.name != GOLDEN_NAME}
+
+
+def edit_first_user_text(path: Path) -> None:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for index, line in enumerate(lines):
+        value = json.loads(line)
+        if value["type"] == "user/message" and isinstance(value["data"].get("content"), list):
+            value["data"]["content"][0]["text"] += " (edited)"
+            lines[index] = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+            break
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_update_writes_one_sorted_golden_file_and_check_passes(logs: Path) -> None:
+    before = snapshot(logs)
+    code, out = run("golden", "update", str(logs))
+    assert code == 0 and "3 log(s)" in out
+    golden_file = logs / GOLDEN_NAME
+    text = golden_file.read_text()
+    document = json.loads(text)
+    assert text == json.dumps(document, indent=2, sort_keys=True) + "\n"
+    log = "compaction-recovery/session.jsonl"
+    expected = reconstruct_file(logs / log, bodies=False).requests
+    assert [r["sha256"] for r in document["logs"][log]["requests"]] == [r.sha256 for r in expected]
+    assert [(r["turn"], r["step"], r["attempt"], r["dispatchSeq"]) for r in document["logs"][log]["requests"]] == \
+        [(r.turn, r.step, r.attempt, r.dispatch_seq) for r in expected]
+    # Keyed by path relative to the directory; stream-json.expected.jsonl has no session header, so is no log.
+    assert sorted(document["logs"]) == [f"{Path(s).name}/session.jsonl" for s in sorted(SCENARIOS, key=lambda s:
+                                                                                          Path(s).name)]
+    assert list(logs.glob("*.tmp")) == [] and list(logs.glob(".dsh-audit-golden.*")) == []
+    code, out = run("golden", "check", str(logs))
+    assert code == 0 and "0 changed" in out
+    run("golden", "update", str(logs))
+    assert golden_file.read_text() == text          # deterministic
+    assert snapshot(logs) == before                  # the logs are never written
+
+
+def test_changed_request_fails_with_a_per_step_diff(logs: Path) -> None:
+    run("golden", "update", str(logs))
+    edit_first_user_text(logs / "compaction-recovery/session.jsonl")
+    before = snapshot(logs)
+    code, out = run("golden", "check", str(logs))
+    assert code == 1
+    assert "CHANGED    compaction-recovery/session.jsonl" in out
+    assert "~ 1.1#1 changed: sha256 " in out and "~ 1.2#1 changed" in out
+    assert "ok         lsp-definition/session.jsonl" in out
+    assert snapshot(logs) == before
+
+
+def test_full_golden_names_the_differing_message_and_path(logs: Path) -> None:
+    run("golden", "update", "--full", str(logs))
+    document = json.loads((logs / GOLDEN_NAME).read_text())
+    request = document["logs"]["lsp-definition/session.jsonl"]["requests"][0]
+    assert json.loads(request["body"])["messages"]
+    edit_first_user_text(logs / "lsp-definition/session.jsonl")
+    code, out = run("golden", "check", str(logs))
+    assert code == 1
+    assert "first differing message: index 0" in out
+    assert "root['messages'][0]['content'][0]['text']" in out
+
+
+def test_added_and_removed_requests_and_logs(logs: Path) -> None:
+    run("golden", "update", str(logs))
+    log = logs / "lsp-definition/session.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    second_step = next(i for i, line in enumerate(lines) if b'"step/start"' in line and b'"step":2' in line)
+    log.write_bytes(b"".join(lines[:second_step]))
+    shutil.copytree(logs / "compaction-recovery", logs / "new-scenario")
+    shutil.rmtree(logs / "cordis-tool-round")
+    code, out = run("golden", "check", str(logs))
+    assert code == 1
+    assert "- 1.2#1 removed" in out
+    assert "ADDED      new-scenario/session.jsonl" in out
+    assert "REMOVED    cordis-tool-round/session.jsonl" in out
+
+
+def test_missing_golden_file_and_unreadable_log_exit_2(logs: Path) -> None:
+    code, out = run("golden", "check", str(logs))
+    assert code == 2 and "no golden file" in out and "Traceback" not in out
+    run("golden", "update", str(logs))
+    (logs / "broken.jsonl.zstd").write_bytes(b"not zstd at all")
+    code, out = run("golden", "check", str(logs))
+    assert code == 2 and "UNREADABLE" in out and "broken.jsonl.zstd" in out
+    golden = (logs / GOLDEN_NAME).read_bytes()
+    code, out = run("golden", "update", str(logs))
+    assert code == 2 and "golden file not written" in out
+    assert (logs / GOLDEN_NAME).read_bytes() == golden
+
+
+def test_golden_commands_take_a_directory(logs: Path) -> None:
+    code, out = run("golden", "check", str(logs / "lsp-definition/session.jsonl"))
+    assert code == 2 and "Traceback" not in out
+    (logs / GOLDEN_NAME).write_text("[]")
+    code, out = run("golden", "check", str(logs))
+    assert code == 2 and "not a dsh-audit golden file" in out
+
+
+def test_every_command_leaves_its_inputs_byte_identical(logs: Path, tmp_path: Path) -> None:
+    """Read-only by construction: after each command every input file has the same bytes, mode and mtime."""
+    clean = logs / "lsp-definition/session.jsonl"
+    (logs / "torn").mkdir()
+    (logs / "torn/session.jsonl").write_bytes(clean.read_bytes()[:-40])
+    (logs / "packed").mkdir()
+    (logs / "packed/session.jsonl.zstd").write_bytes(zstandard.ZstdCompressor().compress(clean.read_bytes()))
+    (logs / "hostile").mkdir()
+    lines = clean.read_bytes().splitlines(keepends=True)
+    (logs / "hostile/session.jsonl").write_bytes(b"".join([*lines[:3], b"\xff\xfe{\x00\n", *lines[3:], b"\x00{"]))
+
+    def state() -> dict[Path, tuple[bytes, int, int]]:
+        return {p: (p.read_bytes(), p.stat().st_mode, p.stat().st_mtime_ns) for p in logs.rglob("*")
+                if p.is_file() and p.name != GOLDEN_NAME}
+
+    before = state()
+    out = tmp_path / "out"
+    out.mkdir()
+    commands = [
+        ["verify", str(logs)], ["verify", "--strict", "--format", "json", "--junit", str(out / "v.xml"), str(logs)],
+        ["rebuild", str(clean)], ["rebuild", "--format", "jsonl", str(logs / "torn/session.jsonl")],
+        ["rebuild", "--format", "digest", str(logs / "packed/session.jsonl.zstd")],
+        ["header-diff", str(logs)], ["cache-report", "--format", "json", str(logs)],
+        ["golden", "update", "--full", str(logs)], ["golden", "check", "--junit", str(out / "g.xml"), str(logs)],
+    ]
+    for command in commands:
+        code, text = run(*command)
+        assert code in (0, 1, 2) and "Traceback" not in text, command
+        assert state() == before, command

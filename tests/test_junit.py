@@ -1,0 +1,122 @@
+"""`--junit FILE` on verify and golden check: valid against the Ant/Jenkins JUnit schema (tests/junit.xsd), one
+test case per log, <failure> for findings, <error> for unreadable input, and hostile log text kept XML-safe."""
+
+from __future__ import annotations
+
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import xmlschema
+from click.testing import CliRunner
+
+from conftest_reference import LOGS_ROOT
+from dsh_audit.cli import main
+
+if not (LOGS_ROOT / "manifest.json").exists():
+    pytest.skip(f"shared corpus {LOGS_ROOT} not present", allow_module_level=True)
+
+SCHEMA = xmlschema.XMLSchema(Path(__file__).with_name("junit.xsd"))
+CLEAN = "examples/acp-agent/tests/snapshots/lsp-definition/session.jsonl"   # clean, placeholder header
+FAILING = "apps/web/tests/snapshots/cordis-tool-round/session.jsonl"
+HEADER = b'{"type":"session","version":0,"id":"s","createdAt":0,"delegationDepth":0}\n'
+
+
+def invoke(*args: str) -> int:
+    result = CliRunner().invoke(main, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.output
+    return result.exit_code
+
+
+def cases(report: Path) -> dict[str, ET.Element]:
+    SCHEMA.validate(str(report))
+    root = ET.parse(report).getroot()
+    return {f"{case.get('classname')}/{case.get('name')}": case for case in root.iter("testcase")}
+
+
+@pytest.fixture
+def logs(tmp_path: Path) -> Path:
+    root = tmp_path / "logs"
+    for name, relpath in (("clean", CLEAN), ("failing", FAILING)):
+        (root / name).mkdir(parents=True)
+        shutil.copyfile(LOGS_ROOT / relpath, root / name / "session.jsonl")
+    (root / "unreadable").mkdir()
+    (root / "unreadable" / "session.jsonl.zstd").write_bytes(b"\x28\xb5\x2f\xfd garbage")
+    # Finding text from the log itself: control characters in an unknown event type.
+    (root / "hostile").mkdir()
+    (root / "hostile" / "session.jsonl").write_bytes(HEADER + b'{"type":"x\\u0001\\u001b","data":{}}\n')
+    return root
+
+
+def test_verify_junit_has_one_valid_case_per_log(logs: Path, tmp_path: Path) -> None:
+    report = tmp_path / "out" / "verify.xml"
+    report.parent.mkdir()
+    before = {p: p.read_bytes() for p in logs.rglob("*") if p.is_file()}
+    assert invoke("verify", "--junit", str(report), str(logs)) == 2
+    found = cases(report)
+    assert sorted(found) == sorted(f"{logs}/{d}/{f}" for d, f in (("clean", "session.jsonl"),
+                                                                   ("failing", "session.jsonl"),
+                                                                   ("unreadable", "session.jsonl.zstd"),
+                                                                   ("hostile", "session.jsonl")))
+    clean, failing = found[f"{logs}/clean/session.jsonl"], found[f"{logs}/failing/session.jsonl"]
+    assert clean.find("failure") is None and clean.find("error") is None
+    failure = failing.find("failure")
+    assert failure is not None and "surface-provenance" in (failure.get("message") or "")
+    assert "[surface-provenance]" in (failure.text or "")
+    error = found[f"{logs}/unreadable/session.jsonl.zstd"].find("error")
+    assert error is not None and "zstd" in (error.get("message") or "")
+    hostile = found[f"{logs}/hostile/session.jsonl"].find("failure")
+    assert hostile is not None and "x\\u0001\\u001b" in (hostile.text or "")
+    suite = ET.parse(report).getroot().find("testsuite")
+    assert suite is not None and (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("4", "2", "1")
+    assert {p: p.read_bytes() for p in logs.rglob("*") if p.is_file()} == before
+
+
+def test_strict_turns_warnings_into_failures(logs: Path, tmp_path: Path) -> None:
+    report = tmp_path / "strict.xml"
+    clean = logs / "clean" / "session.jsonl"
+    assert invoke("verify", "--junit", str(report), str(clean)) == 0
+    [case] = cases(report).values()
+    assert case.find("failure") is None
+    assert invoke("verify", "--strict", "--junit", str(report), str(clean)) == 1
+    [case] = cases(report).values()
+    failure = case.find("failure")
+    assert failure is not None and "placeholder-header" in (failure.get("message") or "")
+
+
+def test_golden_check_junit(logs: Path, tmp_path: Path) -> None:
+    shutil.rmtree(logs / "unreadable")
+    assert invoke("golden", "update", str(logs)) == 0
+    report = tmp_path / "golden.xml"
+    assert invoke("golden", "check", "--junit", str(report), str(logs)) == 0
+    assert len(cases(report)) == 3 and all(c.find("failure") is None for c in cases(report).values())
+    clean = logs / "clean" / "session.jsonl"
+    lines = clean.read_bytes().splitlines(keepends=True)
+    user = next(i for i, line in enumerate(lines) if b'"type":"user/message"' in line and b'"surfaceOp"' in line)
+    lines[user] = lines[user].replace(b'"text":"', b'"text":"changed ', 1)
+    clean.write_bytes(b"".join(lines))
+    assert invoke("golden", "check", "--junit", str(report), str(logs)) == 1
+    failure = cases(report)[f"{logs}/clean/session.jsonl"].find("failure")
+    assert failure is not None and failure.get("type") == "golden-diff" and "changed: sha256" in (failure.text or "")
+
+
+def test_lone_surrogates_from_the_log_stay_xml_safe(tmp_path: Path) -> None:
+    """JSON.parse accepts a lone surrogate escape; it reaches finding text but must not reach the XML raw."""
+    log = tmp_path / "surrogate.jsonl"
+    log.write_bytes(HEADER + b'{"type":"x\\ud800","data":{}}\n')
+    report = tmp_path / "surrogate.xml"
+    assert invoke("verify", "--format", "json", "--junit", str(report), str(log)) == 1
+    [case] = cases(report).values()
+    failure = case.find("failure")
+    assert failure is not None and 'event type "x\\ud800"' in (failure.text or "")
+
+
+def test_the_schema_rejects_what_ci_readers_would(tmp_path: Path) -> None:
+    """The XSD is not vacuous: a case without a name, or two failures in one case, is invalid."""
+    bad = tmp_path / "bad.xml"
+    bad.write_text('<testsuites><testsuite name="s" tests="1" failures="2" errors="0" time="0">'
+                   '<testcase classname="c" time="0"><failure type="t"/><failure type="t"/></testcase>'
+                   "</testsuite></testsuites>")
+    assert not SCHEMA.is_valid(str(bad))
