@@ -1,0 +1,482 @@
+"""Write a deterministic synthetic dsh session log in the real persisted JSONL form (explicit seq and time).
+
+    python benchmarks/generate_log.py --size 10MB --out benchmarks/data/s10.jsonl [--seed 1] [--zstd]
+    python benchmarks/generate_log.py --check benchmarks/data/s10.jsonl
+
+The event mix follows the current writer (spec §6.1, the snapshot fixtures): inbox splices, turn/step
+brackets, user messages appended after step/start, an initial request/header (plus one mid-session `change`
+adding a tool), request/context, streamed chunks packed into `*-chunks` rows as the writer does (runs of >= 3
+same-block deltas, split where a write batch ends), assistant/message citing its chunk seqs, tool/call +
+tool/result pairs, a tool-result prune and a compaction checkpoint. Sizes count uncompressed JSONL bytes
+(MB = 10**6). See README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import random
+import re
+import sys
+import time as wallclock
+import uuid
+from collections import deque
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import orjson
+import zstandard
+
+import synth_content as synth
+
+PROVIDER, MODEL = "deepseek-official", "deepseek-v4-pro"
+CONFIG = {"provider": PROVIDER, "model": MODEL, "reasoningEffort": "high", "maxTokens": 256000}
+ADAPTER_DEFAULTS = {"reasoningEffort": True, "maxTokens": True}
+CWD = "/work/x"
+PRUNE_THRESHOLD = 12_000  # chars of tool output above which a result may be pruned
+PRUNE_KEEP = 2_000  # chars kept at each end of a pruned result
+PRUNE_MARKER = "\n\n[... middle of this tool output was pruned to save context ...]\n\n"
+CHECKPOINT_PREAMBLE = ("Synthetic checkpoint: the earlier part of this conversation was condensed below. "
+                       "Continue from the messages that follow.\n\n<compacted-summary>")
+SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*(KB|MB|GB|B)?$", re.IGNORECASE)
+UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9}
+
+
+def parse_size(text: str) -> int:
+    match = SIZE_RE.match(text.strip())
+    if not match:
+        raise argparse.ArgumentTypeError(f"bad size {text!r}: use e.g. 10MB, 100MB, 1GB")
+    return int(float(match.group(1)) * UNITS[(match.group(2) or "B").upper()])
+
+
+class LogWriter:
+    """Appends events with contiguous seq and monotone time; lines are flushed in batches (zstd: one frame each)."""
+
+    def __init__(self, out: BinaryIO, rng: random.Random, compress: bool, t0: int) -> None:
+        self.out, self.rng = out, rng
+        self.zstd = zstandard.ZstdCompressor(level=3, write_checksum=True) if compress else None
+        self.seq, self.time = 0, t0
+        self.raw_bytes = 0
+        self.batch: list[bytes] = []
+        self.dt_pool = rng.choices([0, 0, 0, 0, 1, 1, 2, 24, 27, 29, 31, 58], k=1 << 16)
+
+    def line(self, obj: dict[str, Any]) -> int:
+        data = orjson.dumps(obj) + b"\n"
+        self.batch.append(data)
+        self.raw_bytes += len(data)
+        return len(data)
+
+    def flush(self) -> None:
+        if not self.batch:
+            return
+        blob = b"".join(self.batch)
+        self.out.write(self.zstd.compress(blob) if self.zstd else blob)
+        self.batch = []
+
+    def event(self, type_: str, data: dict[str, Any], src: list[int] | None = None,
+              op: Any = None) -> tuple[int, int]:
+        """Append one event; returns (seq, line bytes). Key order matches the writer's."""
+        self.time += self.rng.choice((0, 1, 1, 2, 3, 5))
+        obj: dict[str, Any] = {"type": type_, "seq": self.seq, "time": self.time, "data": data}
+        if src is not None:
+            obj["sourceEventSeqs"] = src
+        if op is not None:
+            obj["surfaceOp"] = op
+        self.seq += 1
+        return obj["seq"], self.line(obj)
+
+    def chunk(self, turn: int, step: int, chunk: dict[str, Any]) -> int:
+        return self.event("assistant/chunk", {"turn": turn, "step": step, "chunk": chunk})[0]
+
+    def delta_run(self, turn: int, step: int, kind: str, index: int, pieces: list[str],
+                  call: tuple[str, str] | None = None) -> None:
+        """Stream one block's deltas. A write batch may end mid-run; each piece of >= 3 deltas packs into a row."""
+        cuts = [0, len(pieces)]
+        if len(pieces) > 6 and self.rng.random() < 0.25:
+            cuts[1:1] = sorted(self.rng.sample(range(1, len(pieces)), self.rng.choice((1, 1, 2))))
+        for lo, hi in itertools.pairwise(cuts):
+            self.segment(turn, step, kind, index, pieces[lo:hi], call)
+            if hi < len(pieces):
+                self.flush()
+
+    def segment(self, turn: int, step: int, kind: str, index: int, pieces: list[str],
+                call: tuple[str, str] | None) -> None:
+        if len(pieces) < 3:
+            for piece in pieces:
+                if call is None:
+                    chunk = {"type": kind, "index": index, "text": piece}
+                else:
+                    chunk = {"type": kind, "index": index, "id": call[0], "name": call[1], "argumentsDelta": piece}
+                self.time += self.rng.choice((0, 1, 27))
+                self.seq += 1
+                self.line({"type": "assistant/chunk", "seq": self.seq - 1, "time": self.time,
+                           "data": {"turn": turn, "step": step, "chunk": chunk}})
+            return
+        at = self.rng.randrange(len(self.dt_pool) - len(pieces))
+        dt = self.dt_pool[at:at + len(pieces) - 1]
+        self.time += 1
+        data: dict[str, Any] = {"turn": turn, "step": step, "index": index, "dt": dt}
+        if call is None:
+            data["texts"] = pieces
+            row_type = "text-chunks" if kind == "text-delta" else "reasoning-chunks"
+        else:
+            data["id"], data["name"], data["args"] = call[0], call[1], pieces
+            row_type = "tool-call-chunks"
+        self.line({"type": row_type, "seq0": self.seq, "time0": self.time, "data": data})
+        self.seq += len(pieces)
+        self.time += sum(dt)
+
+
+class SessionSim:
+    """Drives turns and steps, tracking the live surface so that replaces name live nodes."""
+
+    def __init__(self, writer: LogWriter, rng: random.Random, target: int, mode: str, budget: int) -> None:
+        self.w, self.rng, self.target, self.mode, self.budget = writer, rng, target, mode, budget
+        self.prose = synth.prose_pool(rng, 1 << 20)
+        code = synth.code_line_pool(rng, 1 << 15)
+        self.code = code
+        self.files = [[f"{i + 1:6}\t{line}" for i, line in enumerate(code[k:k + 1500])]
+                      for k in range(0, len(code) - 1500, 1000)]
+        self.system = synth.system_prompt(rng, CWD)
+        self.tools = synth.tool_schemas()
+        self.header_bytes = len(json.dumps([self.system, self.tools]))
+        self.nodes: list[int] = []
+        self.node_info: dict[int, tuple[int, bool]] = {}  # live seq -> (line bytes, ends a turn)
+        self.surface_bytes = 0
+        self.big_results: deque[tuple[int, dict[str, Any]]] = deque(maxlen=64)
+        self.turn = 0
+        self.header_logged = False
+        self.changed = self.pruned = self.compacted = False
+        self.cache_break = True
+        self.steer_seq: int | None = None
+        self.stats = {"turns": 0, "steps": 0, "attempts": 0, "compactions": 0, "prunes": 0}
+
+    # ids and text -----------------------------------------------------------------------------------------
+    def uid(self) -> str:
+        return str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
+
+    def call_id(self, k: int) -> str:
+        alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+        return f"call_{k:02d}_" + "".join(self.rng.choices(alphabet, k=24))
+
+    def tokens(self, lo: int, hi: int) -> list[str]:
+        n = int(min(hi, max(lo, self.rng.lognormvariate(0, 0.6) * (lo + hi) / 3)))
+        at = self.rng.randrange(len(self.prose) - n)
+        return self.prose[at:at + n]
+
+    def fraction(self) -> float:
+        return self.w.raw_bytes / self.target
+
+    # surface -----------------------------------------------------------------------------------------------
+    def append_node(self, seq: int, nbytes: int, ends_turn: bool = False) -> None:
+        self.nodes.append(seq)
+        self.node_info[seq] = (nbytes, ends_turn)
+        self.surface_bytes += nbytes
+
+    def user_message(self, text: str, source: dict[str, Any], src: list[int] | None = None,
+                     op: Any = "append") -> tuple[int, int]:
+        msg = {"content": [{"type": "text", "text": text}], "source": source, "role": "user", "id": self.uid()}
+        return self.w.event("user/message", msg, src, op)
+
+    # turns -------------------------------------------------------------------------------------------------
+    def run(self) -> None:
+        while self.fraction() < 0.995:
+            self.run_turn()
+            self.w.flush()
+
+    def run_turn(self) -> None:
+        self.turn += 1
+        self.stats["turns"] += 1
+        turn = self.turn
+        prompt = {"content": [{"type": "text", "text": "".join(self.tokens(20, 400)).strip()}],
+                  "source": {"kind": "user"}, "role": "user", "id": self.uid()}
+        spliced = self.rng.random() < 0.9
+        if spliced:
+            self.w.event("agent/inbox/spliced", {"target": "next-turn", "start": 0, "inserted": [prompt]})
+        self.w.event("turn/start", {"turn": turn})
+        if spliced:
+            self.w.event("agent/inbox/spliced", {"target": "next-turn", "start": 0, "removedCount": 1,
+                                                  "inserted": []})
+        tool_steps = self.rng.randint(1, 10)
+        step = 0
+        while True:
+            step += 1
+            final = step > tool_steps or self.fraction() >= 0.995
+            self.run_step(turn, step, prompt if step == 1 else None, final)
+            if final:
+                break
+        self.w.event("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
+
+    def run_step(self, turn: int, step: int, prompt: dict[str, Any] | None, final: bool) -> None:
+        w = self.w
+        self.stats["steps"] += 1
+        if self.steer_seq is not None and prompt is None:
+            w.event("agent/inbox/spliced", {"target": "next-step", "start": 0, "removedCount": 1, "inserted": []})
+        w.event("step/start", {"turn": turn, "step": step})
+        if prompt is not None:
+            self.append_node(*w.event("user/message", prompt, None, "append"))
+            if turn == 1:
+                self.append_node(*self.user_message(
+                    "Current runtime context (synthetic). File policy: workspace-write. Approvals: on-request.",
+                    {"kind": "plugin", "plugin": "@deepseek-ai/dsh-system-prompt", "form": "snapshot",
+                     "sections": [{"name": "sandbox:policy", "text": "File policy: workspace-write."}]}))
+                w.event("session/title", {"title": "".join(prompt["content"][0]["text"][:40]).strip(),
+                                          "messageSeqs": [self.nodes[0]], "source": {"kind": "fallback"}})
+        elif self.steer_seq is not None:
+            text = "".join(self.tokens(8, 60)).strip()
+            self.append_node(*self.user_message(text, {"kind": "user"}, [self.steer_seq]))
+            self.steer_seq = None
+        overflow = False
+        if self.mode == "once":
+            if not self.pruned and self.fraction() >= 0.40:
+                self.pruned = self.prune(turn)
+            overflow = not self.compacted and self.fraction() >= 0.60
+        elif self.surface_bytes > self.budget:
+            # Pressure compaction runs before the request is built; overflow recovery runs after a failure.
+            self.prune(turn)
+            self.compact(turn)
+        self.write_header()
+        if overflow:
+            # Attempt 1 fails with a context overflow; compaction lands; attempt 2 retries in the same step.
+            self.stats["attempts"] += 1
+            w.chunk(turn, step, {"type": "finish", "reason": {"kind": "error", "failure": {
+                "message": "request exceeded the model context window", "code": "CONTEXT_WINDOW_EXCEEDED"}}})
+            self.compacted = self.compact(turn)
+        self.attempt(turn, step, final)
+        if not final and self.rng.random() < 0.05:
+            inserted = {"content": [{"type": "text", "text": "".join(self.tokens(8, 60)).strip()}],
+                        "source": {"kind": "user"}, "role": "user", "id": self.uid()}
+            self.steer_seq = w.event("agent/inbox/spliced", {"target": "next-step", "start": 0,
+                                                            "inserted": [inserted]})[0]
+        w.event("step/end", {"turn": turn, "step": step})
+
+    def write_header(self) -> None:
+        if not self.header_logged or (not self.changed and self.fraction() >= 0.25):
+            reason = "initial" if not self.header_logged else "change"
+            if reason == "change":
+                self.tools = [*self.tools, synth.added_tool_schema()]
+                self.changed = True
+                self.header_bytes = len(json.dumps([self.system, self.tools]))
+            header = {"config": dict(CONFIG), "adapterDefaults": dict(ADAPTER_DEFAULTS), "system": self.system,
+                      "tools": self.tools}
+            self.w.event("request/header", {"header": header, "reason": reason})
+            if reason == "initial":
+                self.w.event("request/context", {"provider": PROVIDER, "model": MODEL, "contextWindow": 1_000_000})
+            self.header_logged = True
+            self.cache_break = True
+
+    # one model call ----------------------------------------------------------------------------------------
+    def attempt(self, turn: int, step: int, final: bool) -> None:
+        w = self.w
+        self.stats["attempts"] += 1
+        first = w.seq
+        blocks: list[dict[str, Any]] = []
+        out_tokens = reasoning_tokens = 0
+        if self.rng.random() < 0.9:
+            pieces = self.tokens(40, 1200)
+            reasoning_tokens = len(pieces)
+            blocks.append(self.stream_text(turn, step, len(blocks), "reasoning", pieces))
+        if final or self.rng.random() < 0.3:
+            pieces = self.tokens(60, 900) if final else self.tokens(8, 80)
+            out_tokens += len(pieces)
+            blocks.append(self.stream_text(turn, step, len(blocks), "text", pieces))
+        calls: list[tuple[str, str, str]] = []
+        if not final:
+            for k in range(self.rng.choices((1, 2, 3), weights=(70, 22, 8))[0]):
+                name, args = self.tool_args()
+                call = (self.call_id(k), name, args)
+                calls.append(call)
+                index = len(blocks)
+                w.chunk(turn, step, {"type": "block-start", "index": index, "blockType": "tool-call"})
+                pieces = synth.split_json_tokens(args)
+                out_tokens += len(pieces)
+                w.delta_run(turn, step, "tool-call-delta", index, pieces, (call[0], name))
+                blocks.append({"type": "tool-call", "id": call[0], "name": name, "arguments": args})
+        for index, block in enumerate(blocks):
+            w.chunk(turn, step, {"type": "block-end", "index": index, "block": block})
+        usage = self.usage(out_tokens + reasoning_tokens, reasoning_tokens)
+        w.chunk(turn, step, {"type": "usage", "usage": usage})
+        w.chunk(turn, step, {"type": "finish", "reason": {"kind": "tool-calls" if calls else "stop"}})
+        message = {"role": "assistant", "content": blocks,
+                   "source": {"kind": "model", "provider": PROVIDER, "model": MODEL}, "id": self.uid()}
+        seq, nbytes = w.event("assistant/message", {"turn": turn, "step": step, "message": message, "usage": usage},
+                              list(range(first, w.seq)), "append")
+        self.append_node(seq, nbytes, ends_turn=final)
+        for call_id, name, args in calls:
+            call_seq = w.event("tool/call", {"turn": turn, "step": step, "callId": call_id, "name": name,
+                                             "arguments": args})[0]
+            if name == "todo_write":
+                w.event("todo/write", {"todos": json.loads(args)["todos"]})
+            text = self.tool_output(name)
+            data = {"turn": turn, "step": step, "message": {
+                "source": {"kind": "tool", "callId": call_id},
+                "content": [{"type": "tool-result", "toolCallId": call_id, "content": [{"type": "text", "text": text}],
+                             "isError": False}],
+                "role": "user", "id": self.uid()}}
+            seq, nbytes = w.event("tool/result", data, [call_seq], "append")
+            self.append_node(seq, nbytes)
+            if len(text) > PRUNE_THRESHOLD:
+                self.big_results.append((seq, data))
+
+    def stream_text(self, turn: int, step: int, index: int, kind: str, pieces: list[str]) -> dict[str, Any]:
+        self.w.chunk(turn, step, {"type": "block-start", "index": index, "blockType": kind})
+        self.w.delta_run(turn, step, f"{kind}-delta", index, pieces)
+        return {"type": kind, "text": "".join(pieces)}
+
+    def usage(self, output: int, reasoning: int) -> dict[str, int]:
+        prompt = (self.surface_bytes + self.header_bytes) // 4
+        cached = (self.header_bytes // 4 if self.cache_break else prompt) // 128 * 128
+        self.cache_break = False
+        return {"inputTokens": prompt - cached, "outputTokens": output, "cacheReadTokens": cached,
+                "reasoningTokens": reasoning}
+
+    # tools -------------------------------------------------------------------------------------------------
+    def tool_args(self) -> tuple[str, str]:
+        rng, name = self.rng, self.rng.choice(synth.CODE_NAMES)
+        names = ["read"] * 5 + ["bash"] * 4 + ["grep"] * 2 + ["edit"] * 2 + ["write", "todo_write"]
+        if self.changed:
+            names.append("lsp_query")
+        tool = rng.choice(names)
+        path = f"src/app/{name}.py"
+        args: dict[str, Any]
+        if tool == "read":
+            args = {"path": path}
+        elif tool == "bash":
+            cmd = rng.choice([f"pytest -q tests/unit/test_{name}.py", f"rg -n '{name}' src", "git diff --stat",
+                              f"python -m app.{name} --check", "ls -la src/app"])
+            args = {"command": cmd, "description": "".join(self.tokens(3, 10)).strip()}
+        elif tool == "grep":
+            args = {"pattern": name, "path": "src"}
+        elif tool == "edit":
+            old, new = rng.sample(self.code, 2)
+            args = {"path": path, "old_string": old, "new_string": new}
+        elif tool == "write":
+            at = rng.randrange(len(self.code) - 200)
+            args = {"path": path, "content": "\n".join(self.code[at:at + rng.randint(20, 160)])}
+        elif tool == "todo_write":
+            args = {"todos": [{"content": "".join(self.tokens(4, 12)).strip(), "status": s}
+                              for s in ("completed", "in_progress", "pending")]}
+        else:
+            args = {"path": path, "line": rng.randint(1, 400), "kind": "references"}
+        return tool, json.dumps(args, ensure_ascii=False)
+
+    def tool_output(self, tool: str) -> str:
+        rng = self.rng
+        if tool == "read":
+            lines = rng.choice(self.files)
+            n = rng.randint(400, 1400) if rng.random() < 0.06 else rng.randint(15, 160)
+            return "\n".join(lines[:n])
+        if tool in ("bash", "grep", "lsp_query"):
+            at = rng.randrange(len(self.code) - 80)
+            body = self.code[at:at + rng.randint(3, 60)]
+            if tool == "grep":
+                body = [f"src/app/{rng.choice(synth.CODE_NAMES)}.py:{rng.randint(1, 900)}:{x}" for x in body]
+            return "\n".join(body) + f"\n[exit 0, {rng.randint(1, 4000)} ms]" * (tool == "bash")
+        if tool == "todo_write":
+            return "Task list updated (3 items)."
+        return f"Updated the file ({rng.randint(1, 9)} replacement, {rng.randint(100, 9000)} bytes)."
+
+    # surface rewrites --------------------------------------------------------------------------------------
+    def prune(self, turn: int) -> bool:
+        """Replace the newest live over-budget tool result with a head+tail copy (single-node replace)."""
+        live = [(seq, data) for seq, data in self.big_results if seq in self.node_info]
+        if not live:
+            return False
+        seq, data = live[-1]
+        self.big_results.clear()
+        text = data["message"]["content"][0]["content"][0]["text"]
+        self.w.event("compaction/prune", {"shadowedRange": {"start": seq, "end": seq}, "shadowedSeqs": [seq],
+                                          "shadowedTokenCount": len(text) // 4})
+        result = dict(data["message"]["content"][0])
+        result["content"] = [{"type": "text", "text": text[:PRUNE_KEEP] + PRUNE_MARKER + text[-PRUNE_KEEP:]}]
+        replacement = {**data, "message": {**data["message"], "content": [result]}}
+        new_seq, nbytes = self.w.event("tool/result", replacement, [seq], {"op": "replace", "start": seq, "end": seq})
+        self.splice(self.nodes.index(seq), self.nodes.index(seq), new_seq, nbytes)
+        self.stats["prunes"] += 1
+        self.cache_break = True
+        return True
+
+    def compact(self, turn: int) -> bool:
+        """Summarize the oldest half of the surface (ending on a turn boundary) into one checkpoint message."""
+        half = len(self.nodes) // 2
+        ends = [i for i in range(half, 0, -1) if self.node_info[self.nodes[i]][1]]
+        if not ends:
+            return False
+        j = ends[0]
+        shadowed = self.nodes[: j + 1]
+        cid = self.uid()
+        start_seq = self.w.event("compaction/start", {"compactionId": cid, "turn": turn})[0]
+        summary = [{"type": "text", "text": "".join(self.tokens(200, 900)).strip()}]
+        tokens = sum(self.node_info[s][0] for s in shadowed) // 4
+        summary_seq = self.w.event("compaction/summary", {
+            "compactionId": cid, "summary": summary, "rawOutput": summary, "llmStreamCall": True,
+            "shadowedRange": {"start": shadowed[0], "end": shadowed[-1]}, "shadowedSeqs": shadowed,
+            "shadowedTokenCount": tokens, "provider": PROVIDER, "model": MODEL, "maxTokens": 8192,
+            "usage": {"inputTokens": tokens, "outputTokens": 600}})[0]
+        content = [{"type": "text", "text": CHECKPOINT_PREAMBLE}, *summary,
+                   {"type": "text", "text": "</compacted-summary>"}]
+        msg = {"content": content, "source": {"kind": "plugin", "plugin": "compact", "compactionId": cid},
+               "role": "user", "id": self.uid()}
+        seq, nbytes = self.w.event("user/message", msg, [start_seq, summary_seq, *shadowed],
+                                   {"op": "replace", "start": shadowed[0], "end": shadowed[-1]})
+        self.splice(0, j, seq, nbytes)
+        self.w.event("compaction/end", {"compactionId": cid, "turn": turn})
+        self.stats["compactions"] += 1
+        self.cache_break = True
+        return True
+
+    def splice(self, i: int, j: int, seq: int, nbytes: int) -> None:
+        for old in self.nodes[i:j + 1]:
+            self.surface_bytes -= self.node_info.pop(old)[0]
+        self.nodes[i:j + 1] = [seq]
+        self.node_info[seq] = (nbytes, False)
+        self.surface_bytes += nbytes
+
+
+def generate(out_path: Path, size: int, seed: int, compress: bool, mode: str, budget: int) -> dict[str, Any]:
+    rng = random.Random(seed)
+    t0 = 1_780_000_000_000 + rng.randrange(10**9)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(out_path, "wb", buffering=1 << 20) as out:
+        writer = LogWriter(out, rng, compress, t0)
+        sim = SessionSim(writer, rng, size, mode, budget)
+        writer.line({"type": "session", "version": 0, "id": sim.uid(), "createdAt": t0, "cwd": CWD,
+                     "delegationDepth": 0})
+        writer.flush()  # the header is alone in the first zstd frame
+        sim.run()
+        writer.flush()
+    return {**sim.stats, "events": writer.seq, "raw_bytes": writer.raw_bytes}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=parse_size, help="uncompressed target: 10MB, 100MB, 1GB (MB = 10**6)")
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--zstd", action="store_true", help="write concatenated zstd frames (.jsonl.zstd)")
+    parser.add_argument("--compaction", choices=("once", "pressure"), default="once",
+                        help="once: one prune + one overflow compaction; pressure: compact whenever the "
+                             "surface exceeds --context-kb (keeps request bodies bounded on large logs)")
+    parser.add_argument("--context-kb", type=int, default=800, help="surface budget for --compaction pressure")
+    parser.add_argument("--check", type=Path, metavar="PATH", help="validate a log instead of writing one")
+    args = parser.parse_args(argv)
+    if args.check:
+        import check_log
+
+        return check_log.main(args.check)
+    if args.size is None or args.out is None:
+        parser.error("--size and --out are required (or use --check PATH)")
+    started = wallclock.perf_counter()
+    stats = generate(args.out, args.size, args.seed, args.zstd, args.compaction, args.context_kb * 1000)
+    elapsed = wallclock.perf_counter() - started
+    disk = args.out.stat().st_size
+    print(f"wrote {args.out}: {stats['raw_bytes']:,} JSONL bytes ({stats['raw_bytes'] / args.size:.1%} of target), "
+          f"{disk:,} on disk, {stats['events']:,} events, {stats['turns']} turns, {stats['steps']} steps, "
+          f"{stats['attempts']} attempts, {stats['compactions']} compactions, {stats['prunes']} prunes "
+          f"in {elapsed:.1f}s ({stats['raw_bytes'] / elapsed / 1e6:.0f} MB/s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""Line access to a raw `.jsonl` or a multi-frame `.jsonl.zstd` session log (benchmark helpers only)."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import orjson
+import zstandard
+
+PACKED_TYPES = {"text-chunks": "text-delta", "reasoning-chunks": "reasoning-delta",
+                "tool-call-chunks": "tool-call-delta"}
+BUFFER = 1 << 20
+
+
+def open_binary(path: Path) -> BinaryIO:
+    """A buffered binary reader; zstd files are decoded across all frames (one-shot would stop at frame 1)."""
+    raw = open(path, "rb", buffering=BUFFER)  # noqa: SIM115 - returned to the caller
+    if path.name.endswith(".zstd") or path.name.endswith(".zst"):
+        reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+        return io.BufferedReader(reader, buffer_size=BUFFER)
+    return raw
+
+
+def iter_lines(path: Path) -> Iterator[bytes]:
+    with open_binary(path) as f:
+        yield from f
+
+
+def expand(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """Expand a packed chunk row into its assistant/chunk events; any other record is returned as is."""
+    delta = PACKED_TYPES.get(record["type"])
+    if delta is None:
+        return [record]
+    data = record["data"]
+    members = data["args"] if delta == "tool-call-delta" else data["texts"]
+    seq, time = record["seq0"], record["time0"]
+    out = []
+    for k, member in enumerate(members):
+        if k:
+            time += data["dt"][k - 1]
+        if delta == "tool-call-delta":
+            chunk = {"type": delta, "index": data["index"], "id": data["id"]}
+            if "name" in data:
+                chunk["name"] = data["name"]
+            chunk["argumentsDelta"] = member
+        else:
+            chunk = {"type": delta, "index": data["index"], "text": member}
+        out.append({"type": "assistant/chunk", "seq": seq + k, "time": time,
+                    "data": {"turn": data["turn"], "step": data["step"], "chunk": chunk}})
+    return out
+
+
+def load_events(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(header, expanded events) of a whole log, in memory."""
+    lines = iter_lines(path)
+    header = orjson.loads(next(lines))
+    events: list[dict[str, Any]] = []
+    for line in lines:
+        if line.strip():
+            events.extend(expand(orjson.loads(line)))
+    return header, events
