@@ -120,3 +120,10 @@ def test_the_schema_rejects_what_ci_readers_would(tmp_path: Path) -> None:
                    '<testcase classname="c" time="0"><failure type="t"/><failure type="t"/></testcase>'
                    "</testsuite></testsuites>")
     assert not SCHEMA.is_valid(str(bad))
+
+
+def test_report_directory_is_created_and_each_case_carries_its_time(logs: Path, tmp_path: Path) -> None:
+    report = tmp_path / "not" / "yet" / "verify.xml"
+    invoke("verify", "--junit", str(report), str(logs / "clean"))
+    [case] = cases(report).values()
+    assert float(case.get("time", "0")) > 0

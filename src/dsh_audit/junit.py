@@ -51,7 +51,7 @@ def cases_from_reports(reports: Iterable[LogReport], *, strict: bool,
                        seconds: dict[str, float] | None = None) -> list[TestCase]:
     cases = []
     for report in reports:
-        elapsed = (seconds or {}).get(report.label, 0.0)
+        elapsed = (seconds or {}).get(report.label, report.seconds)
         counted = [f for f in report.findings if f.severity == "error" or strict]
         details = "\n".join(f.render() for f in report.findings)
         if report.read_error is not None:
@@ -93,6 +93,7 @@ def junit_tree(suite: str, cases: list[TestCase]) -> ET.ElementTree:
 def write_junit(path: Path, suite: str, cases: list[TestCase]) -> None:
     """Write the report atomically (a CI step reading it never sees half a file)."""
     directory = path.parent if str(path.parent) else Path(".")
+    directory.mkdir(parents=True, exist_ok=True)   # `--junit reports/verify.xml` needs no setup step
     handle, temporary = tempfile.mkstemp(prefix=".junit.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(handle, "wb") as out:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ class LogReport:
     requests: list[RequestDigest] = field(default_factory=list)
     events: int = 0
     read_error: str | None = None    # the log could not be read at all (exit 2)
+    seconds: float = 0.0             # wall time spent verifying it (JUnit reports it per test case)
 
     @property
     def rejected(self) -> bool:
@@ -55,6 +57,13 @@ def _digest(request: RebuiltRequest) -> RequestDigest:
 
 
 def verify_source(source: LogSource, *, message_prefix: str = "legacy") -> LogReport:
+    started = time.perf_counter()
+    report = _verify_source(source, message_prefix)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _verify_source(source: LogSource, message_prefix: str) -> LogReport:
     report = LogReport(label=source.label)
     findings = report.findings
     fold = RequestFold(source.header, label=source.label, message_prefix=message_prefix,
