@@ -29,7 +29,7 @@ lint: install
 	$(BIN)/mypy
 
 test: install reference lint
-	DSH_LOGS=$(SHARED_LOGS) $(BIN)/pytest -n 2 -q
+	DSH_LOGS=$(abspath $(SHARED_LOGS)) $(BIN)/pytest -n 2 -q
 
 bench: install reference
 	$(BIN)/python benchmarks/run.py

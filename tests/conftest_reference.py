@@ -16,7 +16,7 @@ import pytest
 
 REFERENCE_DIR = Path(__file__).resolve().parent / "reference"
 REPO_ROOT = REFERENCE_DIR.parent.parent
-LOGS_ROOT = Path(os.environ.get("DSH_LOGS", REPO_ROOT.parent / "shared" / "dsh-logs"))
+LOGS_ROOT = Path(os.environ.get("DSH_LOGS", REPO_ROOT.parent / "shared" / "dsh-logs")).resolve()
 REFERENCE_NODE = REFERENCE_DIR / "node_modules" / ".bin" / "node"
 RECONSTRUCT = REFERENCE_DIR / "reconstruct.mjs"
 

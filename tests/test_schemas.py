@@ -51,7 +51,7 @@ def test_every_schema_is_valid_draft_2020_12() -> None:
 
 
 def test_schemas_dir_holds_only_json() -> None:
-    strays = [path for path in SCHEMAS.rglob("*") if path.is_file()
+    strays = [path for path in SCHEMAS.rglob("*") if path.is_file() and "__pycache__" not in path.parts
               and path.suffix != ".json" and path.name != "__init__.py"]
     assert strays == []
 

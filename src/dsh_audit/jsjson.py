@@ -43,9 +43,11 @@ _ORJSON_OPTIONS = (orjson.OPT_STRICT_INTEGER | orjson.OPT_PASSTHROUGH_SUBCLASS
                    | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME)
 _DIGITS = frozenset("0123456789")
 # Anchored scan of escape-free output: skip structure, whole strings and integers; stop at the next float.
+# The skip is atomic, written as (?=(…))\1 rather than a possessive quantifier: CPython before 3.11.5 matches
+# possessive quantifiers wrongly (3.11.2, Debian's python3, captured "0" of "1.0").
 _NEXT_FLOAT = re.compile(
-    rb'[^"0-9-]*+(?:(?:"[^"]*+"|-?[0-9]++(?![.eE]))[^"0-9-]*+)*+'
-    rb"(-?[0-9]++(?:\.[0-9]++)?(?:[eE][-+]?[0-9]++)?)"
+    rb'(?=((?:[^"0-9-]+|"[^"]*"|-?[0-9]+(?![0-9.eE]))*))\1'
+    rb"(-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)"
 )
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # A high+low pair held as two code points is one astral character to JS (UTF-16); the rest are lone.
@@ -119,7 +121,7 @@ def _rewrite_floats(out: bytes) -> bytes:
     parts: list[bytes] = []
     pos = 0
     while (match := _NEXT_FLOAT.match(plain, pos)) is not None:
-        start, end = match.span(1)
+        start, end = match.span(2)
         parts.append(out[pos:start])
         parts.append(js_number(float(out[start:end])).encode())
         pos = end
