@@ -144,10 +144,12 @@ def _parse_step(text: str | None) -> tuple[int, int] | None:
         return int(turn), int(step)
     except ValueError:
         raise click.BadParameter(f"expected TURN.STEP such as 1.2, got {text!r}", param_hint="--step") from None
+
+
+# Subcommands that live in their own modules (they import nothing from here, so no cycle).
+from .golden_commands import golden  # noqa: E402
 from .report_commands import cache_report, header_diff  # noqa: E402
 
 main.add_command(header_diff)
 main.add_command(cache_report)
-from .golden_commands import golden  # noqa: E402
-
 main.add_command(golden)
