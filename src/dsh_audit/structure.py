@@ -88,6 +88,11 @@ class StructureChecker:
         self.declared_tools: frozenset[str] | None = None   # tool names of the header in force (None: unknown)
         self.placeholder_reported = False   # placeholder headers are reported once per log
         self.repair = CrashRepair()
+        self._handlers: dict[str, Callable[[Any, int], None]] = {
+            "turn/start": self._on_turn_start, "turn/end": self._on_turn_end, "step/start": self._on_step_start,
+            "step/end": self._on_step_end, "request/header": self._on_request_header,
+            "request/context": self._on_request_context, "session/end-seed": self._on_session_end_seed,
+            "assistant/chunk": self._on_assistant_chunk, "tool/result": self._on_tool_result}
 
     def observe(self, event: dict[str, Any], seq: int) -> None:
         kind = event["type"]
@@ -96,7 +101,7 @@ class StructureChecker:
         if kind == "assistant/message":
             self._on_assistant_message(data, seq, event)
         else:
-            handler = getattr(self, "_on_" + kind.replace("/", "_").replace("-", "_"), None)
+            handler = self._handlers.get(kind)
             if handler is not None:
                 handler(data, seq)
         if kind in SURFACE_TYPES and self.pre_dispatch_log_only is not None and not self.attempt_open \
