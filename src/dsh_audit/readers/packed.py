@@ -132,7 +132,7 @@ def check_row(tag: str, seq0: JSON, time0: JSON, data: JSON, *,
     if first_seq is not None and first_seq + len(members) - 1 > MAX_SAFE_INTEGER:
         raise MalformedRow(tag, "member seqs must stay safe integers")
     if time is not None:
-        times = list(accumulate((int(gap) for gap in data["dt"]), initial=time))
+        times = list(accumulate(data["dt"], initial=time))   # dt holds safe integers (checked by _members)
         if max(times) > MAX_SAFE_INTEGER or min(times) < -MAX_SAFE_INTEGER:
             raise MalformedRow(tag, "member times must stay safe integers")
     return PackedRow(tag, first_seq, time, data, members, has_name)
