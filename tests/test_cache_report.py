@@ -223,3 +223,14 @@ def test_cli_unreadable_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
         result = CliRunner().invoke(main, ["cache-report", str(target)])
         assert result.exit_code == 2
         assert result.stderr.startswith("audit: ") and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_no_predict_keeps_logged_figures_collapses_and_causes() -> None:
+    log = steady_log()
+    turn(log, 3, "later", 0)
+    predicted, logged_only = rows(log), rows(log, predict=False)
+    assert collapses(logged_only) == collapses(predicted) == [(3, "unexplained")]
+    for full, lean in zip(predicted, logged_only, strict=True):
+        assert (lean["cacheReadTokens"], lean["inputTokens"], lean["cause"]) == (
+            full["cacheReadTokens"], full["inputTokens"], full["cause"])
+        assert lean["predictedCacheTokens"] is None and "no prediction" in lean["note"]

@@ -81,12 +81,16 @@ _flash = DEFAULT_PRICES[FALLBACK_MODEL]
 @click.option("--sidecars", is_flag=True, help="Take them from system-prompt*.expected.md / "
               "tool-schemas*.expected.json beside each log (pinned snapshot scenarios).")
 @click.option("--wire", is_flag=True, help="Add the serialized DeepSeek request body as a wireBody column.")
+@click.option("--predict/--no-predict", default=True, show_default=True,
+              help="Predict each request's cacheable prefix with the DeepSeek tokenizer. It costs time in "
+              "proportion to the total size of all requests; --no-predict keeps the logged figures, the "
+              "collapses against the predecessor's reads and their causes, and is linear in the log.")
 @click.option("--fail-on-unexplained", is_flag=True, help="Exit 1 when any collapse is unexplained.")
 @click.option("--message-prefix", type=click.Choice(["legacy", "drop"]), default="legacy", show_default=True)
 def cache_report(logs: tuple[Path, ...], fmt: str, out: Path | None, block: int, collapse_threshold: float,
                  price_hit: float | None, price_miss: float | None, price_output: float | None,
                  system_file: Path | None, tools_file: Path | None, sidecars: bool, wire: bool,
-                 fail_on_unexplained: bool, message_prefix: str) -> None:
+                 predict: bool, fail_on_unexplained: bool, message_prefix: str) -> None:
     """Per-request cache usage of each LOG, predicted cacheable prefix, collapses and their causes, cost."""
     given = (price_hit, price_miss, price_output)
     prices = None
@@ -102,7 +106,7 @@ def cache_report(logs: tuple[Path, ...], fmt: str, out: Path | None, block: int,
         options = CacheOptions(
             block=block, collapse_ratio=collapse_threshold, prices=prices, message_prefix=message_prefix,
             wire=wire, system=system_file.read_text(encoding="utf-8") if system_file else None, tools=tools,
-            sidecars=sidecars)
+            sidecars=sidecars, predict=predict)
         with _progress(len(discover(logs))) as advance:
             frame = build_cache_report(logs, options, on_log=advance)
         write_frame(frame, fmt, out, table_columns=CACHE_COLUMNS)

@@ -17,7 +17,7 @@ from .fold import RebuiltRequest, RequestFold
 from .readers import discover, open_logs
 from .records import LogSource
 from .structure import StructureChecker
-from .vocabulary import validate_event, validate_header
+from .vocabulary import validate_event, validate_header, vocabulary
 
 
 @dataclass(slots=True)
@@ -126,6 +126,7 @@ def verify_paths(paths: Iterable[Path], *, message_prefix: str = "legacy", jobs:
         for path in files:
             yield from verify_path(path, message_prefix=message_prefix)
         return
+    vocabulary()   # compile the schemas once, before the workers fork, instead of once per worker
     with ProcessPoolExecutor(max_workers=workers) as pool:
         verify_one = partial(verify_path, message_prefix=message_prefix)
         for reports in pool.map(verify_one, files, chunksize=max(1, len(files) // (workers * 8))):

@@ -61,6 +61,7 @@ class CacheOptions:
     system: str | None = None       # real system prompt to put where a log has "{{system}}"
     tools: list[Any] | None = None  # real tool schemas to put where a log has "{{tools}}" or names only
     sidecars: bool = False          # take them from system-prompt*.expected.md / tool-schemas*.expected.json
+    predict: bool = True            # token prediction costs O(total request size); off: logged figures only
 
     def __post_init__(self) -> None:
         if self.block <= 0:
@@ -81,11 +82,11 @@ class _Prompt:
     notes: list[str] = field(default_factory=list)
 
 
-def requests_with_answers(source: LogSource, *, message_prefix: str = "legacy"
+def requests_with_answers(source: LogSource, *, message_prefix: str = "legacy", bodies: bool = True
                           ) -> Iterator[tuple[RebuiltRequest, Any | None]]:
-    """Each rebuilt request (bodies on) with the assistant message that answered it, when one was logged.
+    """Each rebuilt request with the assistant message that answered it, when one was logged.
     Findings are ignored: a log the reference would refuse still reports what it can."""
-    fold = RequestFold(source.header, label=source.label, message_prefix=message_prefix, bodies=True,
+    fold = RequestFold(source.header, label=source.label, message_prefix=message_prefix, bodies=bodies,
                        on_finding=lambda _finding: None)
     for record in source.records(expand=False):
         closed = fold.feed(record)
@@ -191,8 +192,10 @@ def log_rows(source: LogSource, options: CacheOptions, real: RealHeader | None =
     previous: _Prompt | None = None
     previous_reads: int | None = None
     previous_total: int | None = None   # the provider's own count of previous prompt + answer
-    for request, answer in requests_with_answers(source, message_prefix=options.message_prefix):
-        prompt = _prompt(request, answer, real)
+    for request, answer in requests_with_answers(source, message_prefix=options.message_prefix,
+                                                 bodies=options.predict):
+        prompt = _prompt(request, answer, real) if options.predict else _Prompt(
+            notes=["no prediction (--no-predict)"], approximate=False)
         usage = request.usage
         reads = _usage_int(usage, "cacheReadTokens")
         fresh = _usage_int(usage, "inputTokens")
