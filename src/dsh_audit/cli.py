@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import click
 
@@ -37,7 +38,26 @@ def _fail(error: DshAuditError) -> None:
     sys.exit(error.exit_code)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _LazyGroup(click.Group):
+    """Subcommands that live in their own modules are imported when used: `verify` and `rebuild` start
+    without loading polars or the tokenizer's vocabulary."""
+
+    lazy: ClassVar[dict[str, str]] = {"cache-report": "report_commands:cache_report",
+                                      "header-diff": "report_commands:header_diff",
+                                      "golden": "golden_commands:golden"}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.lazy])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.lazy:
+            return super().get_command(ctx, cmd_name)
+        module, _, attribute = self.lazy[cmd_name].partition(":")
+        command: click.Command = getattr(importlib.import_module(f"{__package__}.{module}"), attribute)
+        return command
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="dsh-audit")
 def main() -> None:
     """Audit dsh session logs offline: every model request rebuilt from the log, every invariant checked."""
@@ -144,12 +164,3 @@ def _parse_step(text: str | None) -> tuple[int, int] | None:
         return int(turn), int(step)
     except ValueError:
         raise click.BadParameter(f"expected TURN.STEP such as 1.2, got {text!r}", param_hint="--step") from None
-
-
-# Subcommands that live in their own modules (they import nothing from here, so no cycle).
-from .golden_commands import golden  # noqa: E402
-from .report_commands import cache_report, header_diff  # noqa: E402
-
-main.add_command(header_diff)
-main.add_command(cache_report)
-main.add_command(golden)

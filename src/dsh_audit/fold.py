@@ -330,9 +330,9 @@ class RequestFold:
         """Is this request an append-extension of the previous one? If not, name the logged causes."""
         causes, self.pending_causes = self.pending_causes, []
         first = self.requests_emitted == 0
-        same_header = (header is not None and self.previous_header is not None
-                       and header_equals(header.header, self.previous_header.header)
-                       and header.message_prefix == self.previous_header.message_prefix)
+        previous = self.previous_header
+        same_header = header is not None and previous is not None and (header is previous or (
+            header_equals(header.header, previous.header) and header.message_prefix == previous.message_prefix))
         grew = (self.surface.generation == self.previous_generation
                 and len(self.surface.visible) >= self.previous_count)
         request.extends_previous = not first and same_header and grew

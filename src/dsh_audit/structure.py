@@ -244,8 +244,11 @@ class StructureChecker:
         if (not isinstance(sources, list) or not sources or (isinstance(data, dict) and data.get("interrupted"))
                 or self.finish_kind not in ("stop", "tool-calls")):
             return
-        cited = sorted(s for s in sources if isinstance(s, int))   # malformed entries are surface findings
-        blocks = [self.blocks[s] for s in cited if s in self.blocks]
+        try:
+            cited = set(sources)   # at C speed: messages cite hundreds of chunks
+        except TypeError:          # unhashable entries (a surface-provenance finding already): skip them
+            cited = {s for s in sources if isinstance(s, int)}
+        blocks = [block for seq, block in sorted(self.blocks.items()) if seq in cited]
         if blocks and blocks != content:
             self.report("message-chunk-mismatch", "assistant/message content differs from the blocks its cited "
                         "chunks completed: the logged message was edited, or its chunks were",
