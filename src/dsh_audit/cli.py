@@ -15,7 +15,7 @@ import click
 from .errors import DshAuditError
 from .readers import open_logs
 from .reconstruct import iter_requests
-from .verify import LogReport, summary, verify_paths
+from .verify import LogReport, paused_gc, summary, verify_paths
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_UNREADABLE = 0, 1, 2
 PREFIX_OPTION = click.option(
@@ -76,7 +76,8 @@ def verify(logs: tuple[Path, ...], fmt: str, strict: bool, jobs: int, message_pr
            junit_file: Path | None) -> None:
     """Rebuild every request of each LOG (file or directory) and check every invariant."""
     try:
-        reports = list(verify_paths(logs, message_prefix=message_prefix, jobs=jobs or None))
+        reports = list(verify_paths(logs, message_prefix=message_prefix, jobs=jobs or None,
+                                    keep_requests=fmt == "json"))   # the table shows counts only
     except DshAuditError as error:
         _fail(error)
         return
@@ -109,7 +110,7 @@ def _report_json(report: LogReport, strict: bool) -> dict[str, Any]:
 def _render_table(reports: list[LogReport], strict: bool) -> None:
     for report in reports:
         status = "UNREADABLE" if report.read_error else ("FAIL" if report.failed(strict) else "ok")
-        click.echo(f"{status:<10} {report.label}  ({report.events} events, {len(report.requests)} requests)")
+        click.echo(f"{status:<10} {report.label}  ({report.events} events, {report.request_count} requests)")
         if report.read_error:
             click.echo(printable(f"    {report.read_error}"))
         for finding in report.findings:
@@ -129,31 +130,36 @@ def _render_table(reports: list[LogReport], strict: bool) -> None:
 def rebuild(log: Path, step_filter: str | None, fmt: str, message_prefix: str) -> None:
     """Print the exact request(s) the model saw, rebuilt from LOG."""
     wanted = _parse_step(step_filter)
-    out = sys.stdout.buffer
     try:
-        for source in open_logs(log):
-            for request in iter_requests(source, message_prefix=message_prefix, bodies=fmt != "digest"):
-                if wanted is not None and (request.turn, request.step) != wanted:
-                    continue
-                name = f"{request.turn}.{request.step}#{request.attempt}"
-                if fmt == "digest":
-                    out.write(f"{name}\tseq={request.dispatch_seq}\t{request.sha256}\n".encode())
-                elif fmt == "jsonl":
-                    out.write((request.body or b"null") + b"\n")
-                else:
-                    annotated = {"log": source.label, "turn": request.turn, "step": request.step,
-                                 "attempt": request.attempt, "dispatchSeq": request.dispatch_seq,
-                                 "headerSeq": request.header_seq, "sha256": request.sha256,
-                                 "inherited": request.inherited, "owner": request.owner,
-                                 "prefix": request.prefix,
-                                 "placeholders": request.placeholders,
-                                 "request": json.loads(request.body) if request.body else None}
-                    out.write(printable(json.dumps(annotated, indent=2, ensure_ascii=False)).encode() + b"\n")
-                out.flush()
+        with paused_gc():
+            _write_requests(log, wanted, fmt, message_prefix)
     except DshAuditError as error:
         _fail(error)
     except BrokenPipeError:   # `audit rebuild … | head` is fine
         sys.stderr.close()
+
+
+def _write_requests(log: Path, wanted: tuple[int, int] | None, fmt: str, message_prefix: str) -> None:
+    out = sys.stdout.buffer
+    for source in open_logs(log):
+        for request in iter_requests(source, message_prefix=message_prefix, bodies=fmt != "digest"):
+            if wanted is not None and (request.turn, request.step) != wanted:
+                continue
+            name = f"{request.turn}.{request.step}#{request.attempt}"
+            if fmt == "digest":
+                out.write(f"{name}\tseq={request.dispatch_seq}\t{request.sha256}\n".encode())
+            elif fmt == "jsonl":
+                out.write((request.body or b"null") + b"\n")
+            else:
+                annotated = {"log": source.label, "turn": request.turn, "step": request.step,
+                             "attempt": request.attempt, "dispatchSeq": request.dispatch_seq,
+                             "headerSeq": request.header_seq, "sha256": request.sha256,
+                             "inherited": request.inherited, "owner": request.owner,
+                             "prefix": request.prefix,
+                             "placeholders": request.placeholders,
+                             "request": json.loads(request.body) if request.body else None}
+                out.write(printable(json.dumps(annotated, indent=2, ensure_ascii=False)).encode() + b"\n")
+            out.flush()
 
 
 def _parse_step(text: str | None) -> tuple[int, int] | None:

@@ -119,6 +119,8 @@ class RequestFold:
         closed: RebuiltRequest | None = None
         if kind in CLOSES_ATTEMPT:
             closed = self._close_attempt()
+            if kind in ("step/start", "turn/start"):
+                self.attempts.clear()   # attempts are numbered within a step: keep only the open step's
         elif kind == "assistant/chunk":
             step = self._chunk_step(event)
             if step != self.open_attempt:

@@ -77,8 +77,7 @@ class StructureChecker:
         self.headers_seen = 0
         self.instance_anchored = False   # the current loop instance has logged its initial/resume snapshot
         self.after_seed = seeded
-        self.calls: dict[str, int] = {}          # tool-call id -> seq of the assistant/message that made it
-        self.results: set[str] = set()
+        self.calls: dict[str, int] = {}          # unanswered tool-call id -> seq of the message that made it
         self.pre_dispatch_log_only: int | None = None  # seq of a header/context awaiting this attempt's chunk
         self.attempt_open = False
         self._pending_kind = ""
@@ -100,7 +99,7 @@ class StructureChecker:
         self.repair.observe(kind, data, seq)
         if kind == "assistant/message":
             self._on_assistant_message(data, seq, event)
-        else:
+        elif not (kind == "tool/result" and isinstance(event.get("surfaceOp"), dict)):   # a rewrite, not an answer
             handler = self._handlers.get(kind)
             if handler is not None:
                 handler(data, seq)
@@ -260,20 +259,19 @@ class StructureChecker:
         call_id = source.get("callId") if isinstance(source, dict) else None
         if not isinstance(call_id, str):
             return
-        if call_id not in self.calls:
-            self.report("tool-pairing", f"tool/result for call {call_id!r} that no assistant message made",
-                        seq=seq, event_type="tool/result")
-        self.results.add(call_id)
+        if self.calls.pop(call_id, None) is None:   # answered calls are dropped: memory stays bounded
+            self.report("tool-pairing", f"tool/result for call {call_id!r}, which no unanswered tool call of an "
+                        "assistant message awaits (never made, or answered already)", seq=seq,
+                        event_type="tool/result")
 
     def finish(self, last_seq: int | None) -> None:
         open_turn = self.turn is not None
         for call_id, seq in self.calls.items():
-            if call_id not in self.results:
-                self.report("tool-pairing", f"tool call {call_id!r} has no tool/result"
-                            + (" (the turn is still open: the log was cut off; the reference's load-time "
-                               "repair would close it)" if open_turn else ""),
-                            seq=seq, event_type="assistant/message",
-                            severity="warning" if open_turn else "error")
+            self.report("tool-pairing", f"tool call {call_id!r} has no tool/result"
+                        + (" (the turn is still open: the log was cut off; the reference's load-time "
+                           "repair would close it)" if open_turn else ""),
+                        seq=seq, event_type="assistant/message",
+                        severity="warning" if open_turn else "error")
         if open_turn:
             closers = self.repair.closers(last_seq)
             self.report("open-turn", f"log ends inside turn {self.turn}: the session was cut off; on load the "
