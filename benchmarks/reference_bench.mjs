@@ -19,6 +19,7 @@
 // one-off load cost, not the reconstruction.
 
 import { createHash } from 'node:crypto'
+import { requestBody } from '../tests/reference/request-body.mjs'
 import { closeSync, openSync, readSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
@@ -82,15 +83,6 @@ function* events(path, state) {
   }
 }
 
-/** The loop's request object without its live-only fields, as reconstruct.mjs builds it. */
-function requestBody(header, messages) {
-  return JSON.stringify({
-    ...header.config,
-    messages,
-    ...header.system !== undefined ? { system: header.system } : {},
-    ...header.tools !== undefined ? { tools: header.tools } : {},
-  })
-}
 
 /** Dispatch-point detector: first chunk of each attempt (an attempt ends at finish, step change, message). */
 function dispatchDetector() {

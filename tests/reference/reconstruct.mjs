@@ -20,6 +20,7 @@
 // node_modules/.bin/node, installed by install.sh.
 
 import { createHash } from 'node:crypto'
+import { requestBody } from './request-body.mjs'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { isAbsolute, join } from 'node:path'
@@ -185,15 +186,6 @@ function lastHeaderSeq(prefix) {
   return null
 }
 
-/** The loop's request object without its live-only fields (sessionId, signal). */
-function requestBody(header, messages) {
-  return JSON.stringify({
-    ...header.config,
-    messages,
-    ...header.system !== undefined ? { system: header.system } : {},
-    ...header.tools !== undefined ? { tools: header.tools } : {},
-  })
-}
 
 function rebuildRequests(id, meta, events, withBodies) {
   const attempts = new Map()
