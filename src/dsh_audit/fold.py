@@ -78,7 +78,6 @@ class RequestFold:
         self.surface = Surface()
         self.header: HeaderSnapshot | None = None
         self.next_seq = 0
-        self.seed_end: int | None = self.seed_length
         self.open_attempt: tuple[int, int] | None = None
         self.attempts: dict[tuple[int, int], int] = {}
         self.current: RebuiltRequest | None = None
@@ -88,7 +87,8 @@ class RequestFold:
         self.previous_generation = 0
         self.requests_emitted = 0
         self._hash: Any = None
-        self._hash_key: tuple[int, bytes, int] | None = None
+        self._hash_key: tuple[int, HeaderSnapshot] | None = None   # (surface generation, header) hashed so far
+        self._prefix: tuple[HeaderSnapshot, list[bytes]] | None = None  # a header and its serialized prefix
         self._hash_count = 0
         self._hash_primed = False
         self.line = 0
@@ -278,7 +278,7 @@ class RequestFold:
         request = RebuiltRequest(turn=step[0], step=step[1], attempt=attempt, dispatch_seq=seq, bound=bound,
                                  header_seq=header.seq if header else None, sha256=None,
                                  message_count=len(self.surface.visible), line=line,
-                                 inherited=self.seed_end is not None and seq < self.seed_end)
+                                 inherited=self.seed_length is not None and seq < self.seed_length)
         request.owner = self.parent_id if request.inherited and self.parent_id else self.session_id
         if header is None:
             self.finding("no-header", f"no request/header before dispatch seq {seq}: the request's envelope "
@@ -308,15 +308,19 @@ class RequestFold:
             request.prefix = "scrubbed"
             return []
         request.prefix = "prepended"
-        return [dumps_bytes(message) for message in prefix]
+        if self._prefix is None or self._prefix[0] is not header:   # serialized once per header snapshot
+            self._prefix = (header, [dumps_bytes(message) for message in prefix])
+        return self._prefix[1]
 
     def _digest(self, header: HeaderSnapshot, prefix: list[bytes]) -> str:
         """sha256 of the request body, continuing the running hash while requests only append."""
-        key = (self.surface.generation, header.config_bytes + b"".join(prefix), id(header))
         visible = self.surface.visible
-        if self._hash_key != key or self._hash_count > len(visible):
+        # The header snapshot fixes config and prefix; compared by identity (seqs repeat in a malformed log).
+        same = (self._hash_key is not None and self._hash_key[0] == self.surface.generation
+                and self._hash_key[1] is header)
+        if not same or self._hash_count > len(visible):
             self._hash = hashlib.sha256(b"{" + header.config_bytes + b'"messages":[' + b",".join(prefix))
-            self._hash_key, self._hash_count = key, 0
+            self._hash_key, self._hash_count = (self.surface.generation, header), 0
             self._hash_primed = bool(prefix)
         for message in visible[self._hash_count:]:
             if self._hash_primed:

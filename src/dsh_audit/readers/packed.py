@@ -136,9 +136,3 @@ def check_row(tag: str, seq0: JSON, time0: JSON, data: JSON, *,
         if max(times) > MAX_SAFE_INTEGER or min(times) < -MAX_SAFE_INTEGER:
             raise MalformedRow(tag, "member times must stay safe integers")
     return PackedRow(tag, first_seq, time, data, members, has_name)
-
-
-def expand_row(tag: str, seq0: JSON, time0: JSON, data: JSON, *,
-               bounds: MemberBounds = MemberBounds()) -> list[dict[str, JSON]]:
-    """The events a packed row stands for (validated first)."""
-    return check_row(tag, seq0, time0, data, bounds=bounds).events()
