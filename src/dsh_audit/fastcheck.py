@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urljoin
 
+from .seqlist import seq_facts
+
 Check = Callable[[Any], bool]
 ANNOTATIONS = frozenset({"$schema", "$id", "$defs", "title", "description"})
 _MISSING = object()
@@ -49,14 +51,16 @@ def _is_integer(v: Any) -> bool:
 
 
 def _integers_within(values: list[Any], low: float, high: float) -> bool:
-    if set(map(type, values)) <= {int}:   # C speed for the long seq lists
-        return not values or (min(values) >= low and max(values) <= high)
+    facts = seq_facts(values)   # seq lists run to hundreds of items: one pass at C speed, shared with _unique
+    if facts.all_int:
+        return not values or (facts.low >= low and facts.high <= high)
     return all(_is_integer(item) and low <= item <= high for item in values)
 
 
 def _unique(values: list[Any]) -> bool:
-    if set(map(type, values)) <= {int}:   # the common case, a list of seqs: no pairwise comparison
-        return len(set(values)) == len(values)
+    facts = seq_facts(values)   # the common case, a list of seqs: no pairwise comparison
+    if facts.all_int:
+        return facts.unique
     return all(not json_equal(a, b) for i, a in enumerate(values) for b in values[i + 1:])
 
 

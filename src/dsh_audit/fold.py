@@ -287,7 +287,7 @@ class RequestFold:
         else:
             config = header.header.get("config") or {}
             request.provider, request.model = config.get("provider"), config.get("model")
-            request.placeholders = header.placeholders
+            request.placeholders = list(header.placeholders)
             prefix = self._prefix_messages(header, request)
             request.sha256 = self._digest(header, prefix)
             if self.bodies:

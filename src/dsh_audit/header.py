@@ -50,11 +50,7 @@ class HeaderSnapshot:
     raw: dict[str, Any]             # as logged (keeps legacy messagePrefix for the legacy mode)
     config_bytes: bytes             # `"provider":"x","model":"y",` — the config keys of the request, comma-terminated
     tail_bytes: bytes               # `,"system":…,"tools":…}` closing the request after the messages array
-
-    @property
-    def placeholders(self) -> list[str]:
-        """Fields whose logged value is a normalization placeholder: the real content is unknown."""
-        return [key for key in ("system", "tools", "messagePrefix") if is_placeholder(self.raw.get(key))]
+    placeholders: tuple[str, ...]   # fields logged as a normalization placeholder: the real content is unknown
 
     @property
     def message_prefix(self) -> Any:
@@ -68,8 +64,9 @@ def snapshot(seq: int, data: dict[str, Any]) -> HeaderSnapshot:
     config = canonical["config"] if isinstance(canonical["config"], dict) else {}
     config_bytes = b"".join(f"{dumps(key)}:{dumps(value)},".encode() for key, value in config.items())
     tail = "".join(f',"{key}":{dumps(canonical[key])}' for key in ("system", "tools") if key in canonical)
+    placeholders = tuple(key for key in ("system", "tools", "messagePrefix") if is_placeholder(raw.get(key)))
     return HeaderSnapshot(seq=seq, reason=str(data.get("reason")), header=canonical, raw=raw,
-                          config_bytes=config_bytes, tail_bytes=(tail + "}").encode())
+                          config_bytes=config_bytes, tail_bytes=(tail + "}").encode(), placeholders=placeholders)
 
 
 def header_equals(a: dict[str, Any], b: dict[str, Any]) -> bool:

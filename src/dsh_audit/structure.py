@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .header import is_placeholder
+from .seqlist import seq_facts
 from .surface import SURFACE_TYPES
 
 Report = Callable[..., None]   # RequestFold.finding-compatible: (code, message, *, seq, event_type, ...)
@@ -243,11 +244,13 @@ class StructureChecker:
         if (not isinstance(sources, list) or not sources or (isinstance(data, dict) and data.get("interrupted"))
                 or self.finish_kind not in ("stop", "tool-calls")):
             return
-        try:
-            cited = set(sources)   # at C speed: messages cite hundreds of chunks
-        except TypeError:          # unhashable entries (a surface-provenance finding already): skip them
-            cited = {s for s in sources if isinstance(s, int)}
-        blocks = [block for seq, block in sorted(self.blocks.items()) if seq in cited]
+        facts = seq_facts(sources)   # described once, shared with the schema and provenance checks
+        ordered = sorted(self.blocks.items())
+        if facts.contiguous:         # the usual citation, a run of chunk seqs: no set needed
+            blocks = [block for seq, block in ordered if facts.low <= seq <= facts.high]
+        else:                        # non-int entries are a surface-provenance finding already: skip them
+            cited = set(sources) if facts.all_int else {s for s in sources if type(s) is int}
+            blocks = [block for seq, block in ordered if seq in cited]
         if blocks and blocks != content:
             self.report("message-chunk-mismatch", "assistant/message content differs from the blocks its cited "
                         "chunks completed: the logged message was edited, or its chunks were",

@@ -61,6 +61,7 @@ class _Compiled:
     packed_row: Draft202012Validator
     data: Mapping[str, Draft202012Validator]  # every type with a schema file, legacy ones included
     fast: Mapping[str, Check]  # "envelope", "header", "packed_row" and every data type; see dsh_audit.fastcheck
+    valid_event: Mapping[str, Check]  # per known type: the whole event (envelope, placement, data) in one call
 
 
 def _schema_root() -> Traversable:
@@ -129,14 +130,30 @@ def _compiled() -> _Compiled:
              "packed_row": by_name["packed-chunk-row.schema.json"],
              **{document["x-dsh-type"]: document for document in event_schemas}}
     fast = SourceCompiler(documents).build(roots)   # a schema it cannot compile is checked by jsonschema alone
+    words = _vocabulary(event_schemas)
+    valid_event = {kind: _event_check(fast["envelope"], fast[kind], kind in words.surface_types)
+                   for kind in words.known_types if "envelope" in fast and kind in fast}
     return _Compiled(
-        vocabulary=_vocabulary(event_schemas),
+        vocabulary=words,
         envelope=compile_schema(by_name["envelope.schema.json"]),
         header=compile_schema(by_name["session-header.schema.json"]),
         packed_row=compile_schema(by_name["packed-chunk-row.schema.json"]),
         data=MappingProxyType({doc["x-dsh-type"]: compile_schema(doc) for doc in event_schemas}),
         fast=MappingProxyType(fast),
+        valid_event=MappingProxyType(valid_event),
     )
+
+
+def _event_check(envelope: Check, data: Check, surface: bool) -> Check:
+    """validate_event's verdict for one known type as a single yes/no call: the path every valid event takes."""
+    if surface:
+        def check(event: Any) -> bool:
+            return envelope(event) and "surfaceOp" in event and ("data" not in event or data(event["data"]))
+    else:
+        def check(event: Any) -> bool:
+            return (envelope(event) and "surfaceOp" not in event and "sourceEventSeqs" not in event
+                    and ("data" not in event or data(event["data"])))
+    return check
 
 
 def vocabulary() -> Vocabulary:
@@ -212,8 +229,11 @@ def validate_event(event: dict[str, Any]) -> list[SchemaViolation]:
     if not isinstance(event, dict):
         return [SchemaViolation("", f"expected object, got {_json_type(event)}")]
     compiled = _compiled()
-    found = _check(compiled.envelope, event, fast=compiled.fast.get("envelope"))
     kind = event.get("type")
+    valid = compiled.valid_event.get(kind) if isinstance(kind, str) else None
+    if valid is not None and valid(event):
+        return []
+    found = _check(compiled.envelope, event, fast=compiled.fast.get("envelope"))
     if not isinstance(kind, str):
         return found
     if kind in compiled.vocabulary.known_types:

@@ -31,13 +31,25 @@ class MemberBounds:
     maximum: int | None = None
 
 
-def _safe_ints(values: list[JSON]) -> bool:
-    if set(map(type, values)) <= {int}:   # the common case, at C speed
-        return not values or (min(values) >= -MAX_SAFE_INTEGER and max(values) <= MAX_SAFE_INTEGER)
-    return all(safe_int(value) is not None for value in values)
+def _gap_bounds(values: list[JSON]) -> tuple[int, int] | None:
+    """(smallest gap, sum of gaps) when every dt gap is a safe integer, else None. The common case, all
+    non-negative ints, costs a type pass, a min and a sum at C speed: then no gap exceeds the sum."""
+    if set(map(type, values)) <= {int}:
+        if not values:
+            return 0, 0
+        low, total = min(values), sum(values)
+        if (low >= 0 and total <= MAX_SAFE_INTEGER) or (low >= -MAX_SAFE_INTEGER
+                                                        and max(values) <= MAX_SAFE_INTEGER):
+            return low, total
+        return None
+    if not all(safe_int(value) is not None for value in values):
+        return None
+    numbers = [int(value) for value in values]
+    return (min(numbers) if numbers else 0), sum(numbers)
 
 
-def _members(tag: str, data: dict[str, JSON], payload_key: str, bounds: MemberBounds) -> list[str]:
+def _members(tag: str, data: dict[str, JSON], payload_key: str, bounds: MemberBounds
+             ) -> tuple[list[str], tuple[int, int]]:
     if not all(is_number(data[key]) for key in ("turn", "step", "index")):
         raise MalformedRow(tag, "turn/step/index must be numbers")
     payload = data[payload_key]
@@ -48,11 +60,12 @@ def _members(tag: str, data: dict[str, JSON], payload_key: str, bounds: MemberBo
         raise MalformedRow(tag, f"{payload_key} must hold {bounds.minimum}{upper} members, "
                                 f"got {len(payload)}")
     gaps = data["dt"]
-    if not isinstance(gaps, list) or not _safe_ints(gaps):
+    bounds_of_gaps = _gap_bounds(gaps) if isinstance(gaps, list) else None
+    if bounds_of_gaps is None:
         raise MalformedRow(tag, "dt must be an array of safe integers")
     if len(gaps) != len(payload) - 1:
         raise MalformedRow(tag, f"dt length {len(gaps)} does not match {len(payload)} members")
-    return payload
+    return payload, bounds_of_gaps
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +117,16 @@ class PackedRow:
         return events
 
 
+def _times_stay_safe(time: int, gaps: list[JSON], bounds: tuple[int, int]) -> bool:
+    """Whether time0 plus every running sum of the gaps stays a safe integer (time0 itself is one). With
+    non-negative gaps the running sums rise from time0 to time0 + sum: one bound instead of a pass."""
+    low, total = bounds
+    if low >= 0:
+        return time + total <= MAX_SAFE_INTEGER
+    times = list(accumulate(gaps, initial=time))
+    return bool(max(times) <= MAX_SAFE_INTEGER and min(times) >= -MAX_SAFE_INTEGER)
+
+
 def check_row(tag: str, seq0: JSON, time0: JSON, data: JSON, *,
               bounds: MemberBounds = MemberBounds()) -> PackedRow:
     """Validate a packed row as the reference's decoder does. `seq0`/`time0` are None in the committed-fixture
@@ -123,16 +146,14 @@ def check_row(tag: str, seq0: JSON, time0: JSON, data: JSON, *,
             raise MalformedRow(tag, "data must be exactly {turn, step, index, id, name?, dt, args}")
         if not isinstance(data["id"], str) or (has_name and not isinstance(data["name"], str)):
             raise MalformedRow(tag, "id (and name when present) must be strings")
-        members = _members(tag, data, "args", bounds)
+        members, gap_bounds = _members(tag, data, "args", bounds)
     else:
         has_name = False
         if keys != _TEXT_KEYS:
             raise MalformedRow(tag, "data must be exactly {turn, step, index, dt, texts}")
-        members = _members(tag, data, "texts", bounds)
+        members, gap_bounds = _members(tag, data, "texts", bounds)
     if first_seq is not None and first_seq + len(members) - 1 > MAX_SAFE_INTEGER:
         raise MalformedRow(tag, "member seqs must stay safe integers")
-    if time is not None:
-        times = list(accumulate(data["dt"], initial=time))   # dt holds safe integers (checked by _members)
-        if max(times) > MAX_SAFE_INTEGER or min(times) < -MAX_SAFE_INTEGER:
-            raise MalformedRow(tag, "member times must stay safe integers")
+    if time is not None and not _times_stay_safe(time, data["dt"], gap_bounds):
+        raise MalformedRow(tag, "member times must stay safe integers")
     return PackedRow(tag, first_seq, time, data, members, has_name)
