@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from dsh_audit.errors import LogReadError
-from dsh_audit.readers.jsonvalue import JsonProblem, is_number, js_number, parse_json, safe_int
+from dsh_audit.readers.jsonvalue import MAX_SAFE_INTEGER, JsonProblem, is_number, js_number, parse_json, safe_int
 from dsh_audit.readers.packed import CHUNK_ROW_TYPES, MalformedRow, check_row
 from dsh_audit.records import JSON, LogRecord, LogSource, TornTail
 
@@ -89,8 +89,8 @@ def _read_header(lines: Iterator[Line], label: str, tail_note: Callable[[], str 
     raise LogReadError("empty log: no session header line" + (f" ({note})" if note else ""), path=label)
 
 
-def _decode(value: JSON, number: int, position: int, label: str) -> list[LogRecord]:
-    """The records one stored line holds: an event, or the members of a packed row."""
+def _decode(value: JSON, number: int, position: int, label: str) -> LogRecord:
+    """The record one stored line holds: an event, or a packed row kept as one run record."""
     if not isinstance(value, dict):
         raise LogReadError("expected a JSON object (an event or a packed chunk row)",
                            path=label, line=number, seq=position)
@@ -106,17 +106,19 @@ def _decode(value: JSON, number: int, position: int, label: str) -> list[LogReco
         except MalformedRow as bad:
             raise LogReadError(str(bad), path=label, line=number, seq=position) from None
         explicit = row.first_seq is not None
-        return [LogRecord(line=number, seq=row.first_seq if row.first_seq is not None else position,
-                          event=row.first_event(), packed=True, explicit_seq=explicit, run=row)]
+        return LogRecord(line=number, seq=row.first_seq if row.first_seq is not None else position,
+                         event=row.first_event(), packed=True, explicit_seq=explicit, run=row)
     if not isinstance(kind, str):
         raise LogReadError("event has no string type", path=label, line=number, seq=position)
     if "seq" not in value:
-        return [LogRecord(line=number, seq=position, event=value)]
-    seq = safe_int(value["seq"])
-    if seq is None or seq < 0:
-        raise LogReadError(f"seq must be a non-negative safe integer, got {value['seq']!r}",
-                           path=label, line=number, seq=position, event_type=kind)
-    return [LogRecord(line=number, seq=seq, event=value, explicit_seq=True)]
+        return LogRecord(line=number, seq=position, event=value)
+    seq = value["seq"]
+    if type(seq) is not int or not 0 <= seq <= MAX_SAFE_INTEGER:   # the common case first, without a call
+        seq = safe_int(seq)
+        if seq is None or seq < 0:
+            raise LogReadError(f"seq must be a non-negative safe integer, got {value['seq']!r}",
+                               path=label, line=number, seq=position, event_type=kind)
+    return LogRecord(line=number, seq=seq, event=value, explicit_seq=True)
 
 
 def _records(source: LogSource, lines: Iterable[Line], tail_note: Callable[[], str | None],
@@ -141,9 +143,9 @@ def _records(source: LogSource, lines: Iterable[Line], tail_note: Callable[[], s
             if not terminated:
                 source.torn_tail = TornTail(number, len(data), _UNTERMINATED)
                 continue
-            for record in _decode(value, number, position, label):
-                yield record
-                position += record.count
+            record = _decode(value, number, position, label)
+            yield record
+            position += 1 if record.run is None else len(record.run)
         if unparsable is not None:
             line, why, size = unparsable
             source.torn_tail = TornTail(line, size, f"final line dropped: {why}")
