@@ -9,6 +9,7 @@ error report for an invalid event always comes from jsonschema.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -30,6 +31,19 @@ _TYPE_TESTS = {
 }
 
 
+# The instance guard each type-specific keyword emits; once `type` has been tested it always holds.
+_GUARDS = {"object": "isinstance({v}, dict)", "array": "isinstance({v}, list)", "string": "isinstance({v}, str)"}
+
+
+def _drop_guard(line: str, guard: str) -> str:
+    """`if G and not X: return False` -> `if not X: return False`; `if G:` -> `if True:` (keeps the block)."""
+    if line.startswith(f"if {guard} and "):
+        return "if " + line[len(f"if {guard} and "):]
+    if line == f"if {guard}:":
+        return "if True:"
+    return line
+
+
 class Unsupported(Exception):
     """A keyword the compiler does not implement."""
 
@@ -48,6 +62,10 @@ def json_equal(a: Any, b: Any) -> bool:
 
 def _is_integer(v: Any) -> bool:
     return (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer())
+
+
+def _integer_within(v: Any, low: float, high: float) -> bool:
+    return _is_integer(v) and low <= v <= high
 
 
 def _integers_within(values: list[Any], low: float, high: float) -> bool:
@@ -83,7 +101,8 @@ class SourceCompiler:
             except Unsupported:
                 self.functions, self.constants, self.by_key, self.tables = saved
         namespace: dict[str, Any] = {"_MISSING": _MISSING, "_is_integer": _is_integer, "_equal": json_equal,
-                                     "_integers_within": _integers_within, "_unique": _unique, **self.constants}
+                                     "_integers_within": _integers_within, "_integer_within": _integer_within,
+                                     "_unique": _unique, **self.constants}
         source = "\n".join([*self.functions, *self.tables])
         exec(compile(source, "<dsh_audit.fastcheck>", "exec"), namespace)
         return {name: namespace[function] for name, function in entry.items()}
@@ -118,6 +137,15 @@ class SourceCompiler:
         if schema is False:
             return "False"
         keys = set(schema) - ANNOTATIONS
+        if not keys:
+            return "True"
+        bounds = self._integer_bounds(schema, base)
+        if bounds is not None:   # seqs, times, turns: an exact int in range needs no call
+            low, high = bounds
+            shown = [repr(int(b)) if math.isfinite(b) and b.is_integer() else repr(b) for b in (low, high)]
+            exact = " and ".join([f"type({v}) is int", *([f"{shown[0]} <= {v}"] if math.isfinite(low) else []),
+                                  *([f"{v} <= {shown[1]}"] if math.isfinite(high) else [])])
+            return f"(({exact}) or _integer_within({v}, {self._constant(low)}, {self._constant(high)}))"
         if keys == {"type"} and isinstance(schema["type"], str):
             return _TYPE_TESTS[schema["type"]].format(v=v)
         if keys == {"$ref"}:
@@ -134,10 +162,15 @@ class SourceCompiler:
         if schema is False:
             return ["return False"]
         lines: list[str] = []
-        for keyword, arg in schema.items():
+        known = schema.get("type") if isinstance(schema.get("type"), str) else None
+        ordered = sorted(schema.items(), key=lambda item: item[0] != "type")   # the type test first: it guards
+        for keyword, arg in ordered:
             if keyword in ANNOTATIONS or keyword.startswith("x-dsh-"):
                 continue
-            lines += self._keyword(keyword, arg, schema, base, v)
+            emitted = self._keyword(keyword, arg, schema, base, v)
+            if known in _GUARDS and keyword != "type":
+                emitted = [_drop_guard(line, _GUARDS[known].format(v=v)) for line in emitted]
+            lines += emitted
         return lines
 
     def _keyword(self, keyword: str, arg: Any, schema: dict[str, Any], base: str, v: str) -> list[str]:
@@ -160,8 +193,10 @@ class SourceCompiler:
             lines = [f"if isinstance({v}, dict):"]
             for index, (name, sub) in enumerate(arg.items()):
                 item = f"p{index}"
-                lines += [f"    {item} = {v}.get({name!r}, _MISSING)",
-                          f"    if {item} is not _MISSING and not {self._test(sub, base, item)}: return False"]
+                test = self._test(sub, base, item)
+                if test != "True":
+                    lines += [f"    {item} = {v}.get({name!r}, _MISSING)",
+                              f"    if {item} is not _MISSING and not {test}: return False"]
             return lines if len(lines) > 1 else []
         if keyword == "required":
             test = " and ".join(f"{name!r} in {v}" for name in arg) or "True"
