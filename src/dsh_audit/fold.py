@@ -16,7 +16,7 @@ from typing import Any
 from .findings import Finding
 from .header import HeaderSnapshot, changed_fields, header_equals, is_placeholder, snapshot
 from .jsjson import dumps_bytes
-from .legacy import LegacyUpgrader
+from .legacy import UPGRADABLE, LegacyUpgrader
 from .records import LogRecord
 from .shape import envelope_problem, header_problem, message_problem
 from .surface import SURFACE_TYPES, Surface, SurfaceError
@@ -74,6 +74,9 @@ class RequestFold:
         self.bodies = bodies
         self._emit_finding = on_finding or _raise_rejections
         self.vocabulary = vocabulary()
+        # Known types that admission passes through untouched once the envelope is sound (chunks above all).
+        self._plain_types = (self.vocabulary.known_types - UPGRADABLE - set(SURFACE_TYPES) - {"request/header"}
+                             - self.vocabulary.rejected_legacy.keys())
         self.upgrader = LegacyUpgrader(self.session_id)
         self.surface = Surface()
         self.header: HeaderSnapshot | None = None
@@ -163,6 +166,8 @@ class RequestFold:
             self.finding("envelope", problem, seq=seq, event_type=str(kind), rejects=True)
             if not isinstance(kind, str):
                 return None
+        elif kind in self._plain_types:
+            return raw
         rejected = self.vocabulary.rejected_legacy.get(str(kind))
         if rejected is not None:
             self.finding("legacy-rejected", f"unsupported legacy {kind} event: {rejected}", seq=seq,

@@ -10,7 +10,8 @@ from typing import Any
 
 from .errors import LogRejected
 
-_UPGRADABLE = frozenset({"turn/start", "turn/end", "steering/message", "user/message", "assistant/message",
+# The event types an upgrade may rewrite or remember; every other event passes through unchanged.
+UPGRADABLE = frozenset({"turn/start", "turn/end", "steering/message", "user/message", "assistant/message",
                          "tool/result"})
 
 
@@ -41,7 +42,7 @@ class LegacyUpgrader:
                            event_type=what)
 
     def upgrade(self, event: dict[str, Any], seq: int) -> dict[str, Any]:
-        if event.get("type") not in _UPGRADABLE:   # chunks and log-only records: nothing to upgrade or remember
+        if event.get("type") not in UPGRADABLE:   # chunks and log-only records: nothing to upgrade or remember
             return event
         original = event
         event = self._turn_start(event, seq)
