@@ -18,6 +18,10 @@ def _turn_step(data: Any) -> tuple[Any, Any]:
     return (data.get("turn"), data.get("step")) if isinstance(data, dict) else (None, None)
 
 
+_REPAIR_INPUTS = frozenset({"turn/start", "turn/end", "step/start", "step/end", "assistant/message", "tool/call",
+                            "tool/result"})
+
+
 class CrashRepair:
     """What the reference's load-time crash repair (interruptedTurnClosers in core/session repair.ts) would append
     to close an open tail turn: an error tool/result per unanswered call, then step/end, then an interrupted
@@ -29,6 +33,8 @@ class CrashRepair:
         self.pending: dict[str, tuple[Any, int | None]] = {}   # call id -> (step, seq of its tool/call)
 
     def observe(self, kind: str, data: Any, seq: int) -> None:
+        if kind not in _REPAIR_INPUTS:
+            return
         data = data if isinstance(data, dict) else {}
         if kind in ("turn/start", "turn/end"):
             self.turn, self.step = (data.get("turn") if kind == "turn/start" else None), None
@@ -155,8 +161,10 @@ class StructureChecker:
         if kind not in ("assistant/chunk", "assistant/message", "tool/call", "tool/result"):
             return
         turn, step = _turn_step(data)
+        if (turn, step) == (self.turn, self.step):
+            return
         stray = repr((turn, step, self.turn, self.step))   # repr: a malformed turn may be an unhashable list
-        if (turn, step) != (self.turn, self.step) and stray not in self.unenclosed:
+        if stray not in self.unenclosed:
             self.unenclosed.add(stray)   # once per stray step, not per chunk
             self.report("step-enclosure", f"{kind} for step {turn}.{step} outside it (open step: "
                         f"{self.turn}.{self.step})", seq=seq, event_type=kind)
