@@ -263,7 +263,8 @@ def targets(results: dict[int, dict[str, object]], par: tuple[Run, Run] | None) 
     if par:
         one, two = par
         speedup = one.seconds / two.seconds
-        lines.append(f"- 1,000 small logs, `verify -j 2` ≥ 1.7× faster than `-j 1`: **{verdict(speedup >= 1.7)}** — "
+        lines.append(f"- 1,000 small logs, `verify -j 2` ≥ 1.7× faster than `-j 1` (best of 3 each, alternating): "
+                     f"**{verdict(speedup >= 1.7)}** — "
                      f"{one.seconds:.2f}s / {two.seconds:.2f}s = {speedup:.2f}× (peak RSS {one.rss_mib:.0f} / "
                      f"{two.rss_mib:.0f} MiB).")
     return [*lines, ""]
@@ -299,8 +300,11 @@ def main(argv: list[str] | None = None) -> int:
                    check=True)
     rel_small = str(small.relative_to(ROOT))
     measure("warm-up verify -j 2", [AUDIT, "verify", "-j", "2", rel_small])
-    par = (measure("verify -j 1 (small logs)", [AUDIT, "verify", "-j", "1", rel_small]),
-           measure("verify -j 2 (small logs)", [AUDIT, "verify", "-j", "2", rel_small]))
+    # Best of 3, alternating: a single pair is at the mercy of whatever else shares the two cores.
+    tries = [(measure("verify -j 1 (small logs)", [AUDIT, "verify", "-j", "1", rel_small]),
+              measure("verify -j 2 (small logs)", [AUDIT, "verify", "-j", "2", rel_small])) for _ in range(3)]
+    par = (min((one for one, _ in tries), key=lambda r: r.seconds),
+           min((two for _, two in tries), key=lambda r: r.seconds))
     total = time.perf_counter() - started
     md = ["# Benchmark results", "",
           f"Written by `python benchmarks/run.py --sizes {opts.sizes}{' --quick' if opts.quick else ''}` in "

@@ -14,6 +14,7 @@ import json
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,8 @@ from ..records import LogSource
 from ..surface import derive_message
 from ..tokens import cacheable_tokens, common_prefix_length, token_ids
 from .prices import Prices, price_for
+
+_ROW_BATCH = 2048
 
 # Logged cause kinds (fold.Cause.kind) as the report names them.
 CAUSE_NAMES = {"initial": "first-request", "resume": "resume", "end-seed": "resume-or-fork",
@@ -187,8 +190,14 @@ def _causes(causes: list[Cause]) -> tuple[str | None, str | None]:
 def log_rows(source: LogSource, options: CacheOptions, real: RealHeader | None = None) -> list[dict[str, Any]]:
     """The request rows of one log, in dispatch order (`real`: content for scrubbed headers, default the
     options' system/tools)."""
+    return list(iter_log_rows(source, options, real))
+
+
+def iter_log_rows(source: LogSource, options: CacheOptions, real: RealHeader | None = None
+                  ) -> Iterator[dict[str, Any]]:
+    """log_rows, streamed: a long log's rows need not all be held as Python dicts at once."""
     real = real if real is not None else RealHeader(options.system, options.tools)
-    rows: list[dict[str, Any]] = []
+    first = True
     previous: _Prompt | None = None
     previous_reads: int | None = None
     previous_total: int | None = None   # the provider's own count of previous prompt + answer
@@ -214,7 +223,6 @@ def log_rows(source: LogSource, options: CacheOptions, real: RealHeader | None =
         if usage is None:
             notes.append("no usage logged")
         cause, detail = _causes(request.causes)
-        first = not rows
         collapse = reads is not None and not first and (
             (previous_reads is not None and reads < options.collapse_ratio * previous_reads)
             or (expected is not None and reads < options.collapse_ratio * expected))
@@ -243,10 +251,18 @@ def log_rows(source: LogSource, options: CacheOptions, real: RealHeader | None =
         }
         if options.wire:
             row["wireBody"] = prompt.body
-        rows.append(row)
+        yield row
+        first = False
         previous, previous_reads = prompt, reads
         previous_total = None if fresh is None or output is None else fresh + (reads or 0) + output
-    return rows
+
+
+def _request_frame(rows: Iterator[dict[str, Any]], schema: dict[str, Any]) -> pl.DataFrame:
+    """Rows to a DataFrame a batch at a time: memory holds the columns plus one batch of dicts."""
+    batches = []
+    while batch := list(islice(rows, _ROW_BATCH)):
+        batches.append(pl.DataFrame(batch, schema=schema, orient="row"))
+    return pl.concat(batches) if batches else pl.DataFrame(schema=schema)
 
 
 def _ratio(reads: int | None, fresh: int | None) -> float | None:
@@ -291,7 +307,7 @@ def build_cache_report(paths: Iterable[str | os.PathLike[str]], options: CacheOp
     for file in discover(paths):
         real = sidecar_header(file) if options.sidecars else supplied
         for source in open_logs(file):
-            requests = pl.DataFrame(log_rows(source, options, real), schema=schema, orient="row")
+            requests = _request_frame(iter_log_rows(source, options, real), schema)
             all_requests.append(requests)
             frames += [requests, pl.DataFrame([summarize(requests, row="log", log=source.label)],
                                               schema=schema, orient="row")]
