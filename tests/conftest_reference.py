@@ -27,6 +27,12 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
 
+def require_corpus() -> None:
+    """Skip the calling test module when the shared corpus is absent (call at module level)."""
+    if not (LOGS_ROOT / "manifest.json").exists():
+        pytest.skip(f"shared corpus {LOGS_ROOT} not present", allow_module_level=True)
+
+
 def session_log_paths() -> list[str]:
     """Corpus logs (manifest kind "session-log"), relative to LOGS_ROOT; empty when the corpus is absent."""
     manifest = LOGS_ROOT / "manifest.json"

@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest_reference import LOGS_ROOT
+from conftest_reference import LOGS_ROOT, require_corpus
 from dsh_audit.cli import main
 from dsh_audit.errors import DshAuditError, LogReadError
 from dsh_audit.readers import open_logs
@@ -31,8 +31,7 @@ from dsh_audit.readers.jsonl import open_lines
 from dsh_audit.reconstruct import iter_requests
 from dsh_audit.verify import verify_path, verify_source
 
-if not (LOGS_ROOT / "manifest.json").exists():
-    pytest.skip(f"shared corpus {LOGS_ROOT} not present", allow_module_level=True)
+require_corpus()
 
 # Small logs covering legacy shapes, tool calls with tool/call events, resume seeds, surface replaces, packed rows.
 SEEDS = [
@@ -126,41 +125,44 @@ def test_regression_list_valued_type_is_a_read_error_not_a_type_error() -> None:
         list(in_memory(lines).records())
 
 
+def _edit_first(lines: list[bytes], matches: Callable[[bytes], bool], edit: Callable[[Any], None]) -> None:
+    """Apply `edit` to the decoded first line that `matches`, in place."""
+    index = next(i for i, line in enumerate(lines) if matches(line))
+    value = json.loads(lines[index])
+    edit(value)
+    lines[index] = json.dumps(value).encode()
+
+
+def _codes(lines: list[bytes]) -> set[str]:
+    return {f.code for f in verify_source(in_memory(lines)).findings}
+
+
 def test_regression_list_valued_step_is_a_finding() -> None:
     lines = seed_lines(SEEDS[2])
-    for index, line in enumerate(lines):
-        value = json.loads(line)
-        if value["type"] == "step/start":
-            value["data"]["step"] = []
-            lines[index] = json.dumps(value).encode()
-            break
-    codes = {f.code for f in verify_source(in_memory(lines)).findings}
-    assert "step-enclosure" in codes
+    _edit_first(lines, lambda line: json.loads(line)["type"] == "step/start",
+                lambda value: value["data"].update(step=[]))
+    assert "step-enclosure" in _codes(lines)
 
 
 def test_regression_null_in_source_event_seqs_is_a_finding() -> None:
     lines = seed_lines(SEEDS[2])
-    index = next(i for i, line in enumerate(lines) if b'"assistant/message"' in line and b"sourceEventSeqs" in line)
-    value = json.loads(lines[index])
-    value["sourceEventSeqs"] = [None, *value["sourceEventSeqs"]]
-    lines[index] = json.dumps(value).encode()
-    codes = {f.code for f in verify_source(in_memory(lines)).findings}
-    assert "surface-provenance" in codes
+    _edit_first(lines, lambda line: b'"assistant/message"' in line and b"sourceEventSeqs" in line,
+                lambda value: value.update(sourceEventSeqs=[None, *value["sourceEventSeqs"]]))
+    assert "surface-provenance" in _codes(lines)
 
 
 def test_regression_list_valued_tool_name_is_an_undeclared_tool() -> None:
     lines = seed_lines(SEEDS[2])
-    index = next(i for i, line in enumerate(lines) if b'"assistant/message"' in line and b'"tool-call"' in line)
-    value = json.loads(lines[index])
-    block = next(b for b in value["data"]["message"]["content"] if b["type"] == "tool-call")
-    block["name"] = ["lsp"]
-    lines[index] = json.dumps(value).encode()
-    header = next(i for i, line in enumerate(lines) if b'"request/header"' in line)
-    declared = json.loads(lines[header])
-    declared["data"]["header"]["tools"] = [{"name": "lsp", "description": "", "inputSchema": {}}]
-    lines[header] = json.dumps(declared).encode()
-    codes = {f.code for f in verify_source(in_memory(lines)).findings}
-    assert "tool-undeclared" in codes
+
+    def rename_tool_call(value: Any) -> None:
+        block = next(b for b in value["data"]["message"]["content"] if b["type"] == "tool-call")
+        block["name"] = ["lsp"]
+
+    _edit_first(lines, lambda line: b'"assistant/message"' in line and b'"tool-call"' in line, rename_tool_call)
+    _edit_first(lines, lambda line: b'"request/header"' in line,
+                lambda value: value["data"]["header"].update(tools=[{"name": "lsp", "description": "",
+                                                                     "inputSchema": {}}]))
+    assert "tool-undeclared" in _codes(lines)
 
 
 # -- named hostile shapes, each with its verdict -------------------------------------------------------------

@@ -11,13 +11,12 @@ import pytest
 import zstandard
 from click.testing import CliRunner
 
-from conftest_reference import LOGS_ROOT
+from conftest_reference import LOGS_ROOT, require_corpus
 from dsh_audit import reconstruct_file
 from dsh_audit.cli import main
 from dsh_audit.golden import GOLDEN_NAME
 
-if not (LOGS_ROOT / "manifest.json").exists():
-    pytest.skip(f"shared corpus {LOGS_ROOT} not present", allow_module_level=True)
+require_corpus()
 
 SCENARIOS = [
     "examples/headless-agent/tests/snapshots/compaction-recovery",

@@ -11,11 +11,10 @@ import pytest
 import xmlschema
 from click.testing import CliRunner
 
-from conftest_reference import LOGS_ROOT
+from conftest_reference import LOGS_ROOT, require_corpus
 from dsh_audit.cli import main
 
-if not (LOGS_ROOT / "manifest.json").exists():
-    pytest.skip(f"shared corpus {LOGS_ROOT} not present", allow_module_level=True)
+require_corpus()
 
 SCHEMA = xmlschema.XMLSchema(Path(__file__).with_name("junit.xsd"))
 CLEAN = "examples/acp-agent/tests/snapshots/lsp-definition/session.jsonl"   # clean, placeholder header

@@ -14,14 +14,14 @@ import orjson
 import pytest
 import zstandard
 
+from conftest_reference import LOGS_ROOT, require_corpus
 from dsh_audit.errors import LogReadError
 from dsh_audit.readers import discover, open_log, open_logs
 from dsh_audit.readers.sqlite import decode_source_event_seqs
 from dsh_audit.records import LogRecord
 
-SHARED = Path("/work/shared/dsh-logs")
-if not (SHARED / "manifest.json").exists():
-    pytest.skip("shared corpus /work/shared/dsh-logs not present", allow_module_level=True)
+SHARED = LOGS_ROOT
+require_corpus()
 
 MANIFEST = json.loads((SHARED / "manifest.json").read_text())
 SESSION_LOGS = {f["path"]: f for f in MANIFEST["files"] if f["kind"] == "session-log"}

@@ -17,13 +17,12 @@ import pytest
 import zstandard
 from click.testing import CliRunner
 
-from conftest_reference import LOGS_ROOT
+from conftest_reference import LOGS_ROOT, require_corpus
 from dsh_audit.cli import main
 from dsh_audit.readers import open_logs
 from dsh_audit.verify import LogReport, verify_path
 
-if not (LOGS_ROOT / "manifest.json").exists():
-    pytest.skip(f"shared corpus {LOGS_ROOT} not present", allow_module_level=True)
+require_corpus()
 
 # Two steps, a tool call with its tool/call and tool/result: cuts land inside open steps, calls and turns.
 RELPATH = "examples/acp-agent/tests/snapshots/lsp-definition/session.jsonl"
