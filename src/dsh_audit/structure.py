@@ -256,8 +256,11 @@ class StructureChecker:
         ordered = sorted(self.blocks.items())
         if facts.contiguous:         # the usual citation, a run of chunk seqs: no set needed
             blocks = [block for seq, block in ordered if facts.low <= seq <= facts.high]
-        else:                        # non-int entries are a surface-provenance finding already: skip them
-            cited = set(sources) if facts.all_int else {s for s in sources if type(s) is int}
+        else:
+            try:
+                cited = set(sources)
+            except TypeError:        # unhashable entries (a surface-provenance finding already): skip them
+                cited = {s for s in sources if isinstance(s, int)}
             blocks = [block for seq, block in ordered if seq in cited]
         if blocks and blocks != content:
             self.report("message-chunk-mismatch", "assistant/message content differs from the blocks its cited "

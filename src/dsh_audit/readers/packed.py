@@ -44,8 +44,8 @@ def _gap_bounds(values: list[JSON]) -> tuple[int, int] | None:
         return None
     if not all(safe_int(value) is not None for value in values):
         return None
-    numbers = [int(value) for value in values]
-    return (min(numbers) if numbers else 0), sum(numbers)
+    numbers = [int(value) for value in values]   # non-empty: an empty list took the branch above
+    return min(numbers), sum(numbers)
 
 
 def _members(tag: str, data: dict[str, JSON], payload_key: str, bounds: MemberBounds
