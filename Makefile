@@ -20,9 +20,11 @@ demo: install
 	$(BIN)/audit verify $(DEMO_LOG)
 	$(BIN)/audit rebuild --format digest $(DEMO_LOG)
 
-# The npm reference implementation, for the differential tests (pinned in tests/reference/package.json).
+# The npm reference implementation, for the differential tests (pinned in tests/reference/package.json),
+# and the official format-migration packages of the v1/v2/v3 oracle (tests/reference-format/package.json).
 reference:
 	bash tests/reference/install.sh
+	bash tests/reference-format/install.sh
 
 lint: install
 	$(BIN)/ruff check src tests benchmarks
