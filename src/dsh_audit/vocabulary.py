@@ -1,8 +1,9 @@
-"""The dsh event vocabulary, read from the JSON Schemas shipped as `dsh_audit.schemas`.
+"""The dsh event vocabulary of each log generation, read from the JSON Schemas shipped as `dsh_audit.schemas`.
 
-Everything about the vocabulary (which types exist, which are surface types, which legacy types the loader
-upgrades or refuses) lives in the schema files' `x-dsh-*` annotations; this module only reads them. The
-validators are compiled once per process, because a log can hold millions of events.
+Everything about the vocabulary (which types exist in which generation, which are surface types, which were
+renamed from what, which legacy types the v0 loader upgrades or refuses) lives in the schema files' `x-dsh-*`
+annotations; this module only reads them. A schema belongs to the generations its `x-dsh-generations` lists.
+The validators are compiled once per process and generation, because a log can hold millions of events.
 """
 
 from __future__ import annotations
@@ -49,8 +50,7 @@ class Vocabulary:
     rejected_legacy: Mapping[str, str]  # legacy type -> why the loader refuses the log
     retired_legacy: Mapping[str, str]   # legacy type the loader no longer knows: refused unless ignorable
     declared_in: Mapping[str, str]  # type -> upstream file that declares it
-
-
+    renamed_from: Mapping[str, str]  # type -> the name it had in the previous generation (x-dsh-renamed-from)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +58,7 @@ class _Compiled:
     vocabulary: Vocabulary
     envelope: Draft202012Validator
     header: Draft202012Validator
-    packed_row: Draft202012Validator
+    packed_row: Draft202012Validator | None   # v0/v1 only
     data: Mapping[str, Draft202012Validator]  # every type with a schema file, legacy ones included
     fast: Mapping[str, Check]  # "envelope", "header", "packed_row" and every data type; see dsh_audit.fastcheck
     valid_event: Mapping[str, Check]  # per known type: the whole event (envelope, placement, data) in one call
@@ -89,6 +89,12 @@ def load_schemas() -> dict[str, dict[str, Any]]:
     return documents
 
 
+def schema_generations(document: dict[str, Any]) -> list[int]:
+    """The generations a schema document belongs to."""
+    found: list[int] = document["x-dsh-generations"]
+    return found
+
+
 def _vocabulary(event_schemas: Iterable[dict[str, Any]]) -> Vocabulary:
     known: set[str] = set()
     surface: set[str] = set()
@@ -96,9 +102,12 @@ def _vocabulary(event_schemas: Iterable[dict[str, Any]]) -> Vocabulary:
     rejected: dict[str, str] = {}
     retired: dict[str, str] = {}
     declared: dict[str, str] = {}
+    renamed: dict[str, str] = {}
     for schema in event_schemas:
         kind: str = schema["x-dsh-type"]
         declared[kind] = schema["x-dsh-declared-in"]
+        if "x-dsh-renamed-from" in schema:
+            renamed[kind] = schema["x-dsh-renamed-from"]
         legacy = schema.get("x-dsh-legacy")
         if legacy == "upgraded":
             upgraded[kind] = schema["x-dsh-legacy-reason"]
@@ -111,23 +120,45 @@ def _vocabulary(event_schemas: Iterable[dict[str, Any]]) -> Vocabulary:
             if schema["x-dsh-surface"]:
                 surface.add(kind)
     return Vocabulary(frozenset(known), frozenset(surface), MappingProxyType(upgraded),
-                      MappingProxyType(rejected), MappingProxyType(retired), MappingProxyType(declared))
+                      MappingProxyType(rejected), MappingProxyType(retired), MappingProxyType(declared),
+                      MappingProxyType(renamed))
 
 
 @cache
-def _compiled() -> _Compiled:
+def _registry() -> tuple[dict[str, dict[str, Any]], Registry[Any]]:
     documents = load_schemas()
     registry: Registry[Any] = Registry().with_resources(
         (uri, Resource.from_contents(document, default_specification=DRAFT202012))
         for uri, document in documents.items())
+    return documents, registry
+
+
+def _root(documents: Iterable[dict[str, Any]], stem: str, generation: int) -> dict[str, Any] | None:
+    """The non-event root document (envelope, session-header, packed-chunk-row) of one generation."""
+    found = [document for document in documents
+             if document["$id"].rsplit("/", 1)[-1].split(".")[0] == stem
+             and generation in schema_generations(document)]
+    if len(found) > 1:
+        raise RuntimeError(f"schemas/: {len(found)} {stem} schemas claim generation {generation}")
+    return found[0] if found else None
+
+
+@cache
+def _compiled(generation: int = 0) -> _Compiled:
+    documents, registry = _registry()
 
     def compile_schema(document: dict[str, Any]) -> Draft202012Validator:
         return Draft202012Validator(document, registry=registry)
 
-    by_name = {uri.rsplit("/", 1)[-1]: document for uri, document in documents.items()}
-    event_schemas = [document for document in documents.values() if "x-dsh-type" in document]
-    roots = {"envelope": by_name["envelope.schema.json"], "header": by_name["session-header.schema.json"],
-             "packed_row": by_name["packed-chunk-row.schema.json"],
+    mine = [document for document in documents.values() if generation in schema_generations(document)]
+    if not mine:
+        raise KeyError(generation)
+    event_schemas = [document for document in mine if "x-dsh-type" in document]
+    envelope, header = _root(mine, "envelope", generation), _root(mine, "session-header", generation)
+    packed_row = _root(mine, "packed-chunk-row", generation)
+    if envelope is None or header is None:
+        raise RuntimeError(f"schemas/: generation {generation} lacks an envelope or a session-header schema")
+    roots = {"envelope": envelope, "header": header, **({"packed_row": packed_row} if packed_row else {}),
              **{document["x-dsh-type"]: document for document in event_schemas}}
     fast = SourceCompiler(documents).build(roots)   # a schema it cannot compile is checked by jsonschema alone
     words = _vocabulary(event_schemas)
@@ -135,9 +166,9 @@ def _compiled() -> _Compiled:
                    for kind in words.known_types if "envelope" in fast and kind in fast}
     return _Compiled(
         vocabulary=words,
-        envelope=compile_schema(by_name["envelope.schema.json"]),
-        header=compile_schema(by_name["session-header.schema.json"]),
-        packed_row=compile_schema(by_name["packed-chunk-row.schema.json"]),
+        envelope=compile_schema(envelope),
+        header=compile_schema(header),
+        packed_row=compile_schema(packed_row) if packed_row else None,
         data=MappingProxyType({doc["x-dsh-type"]: compile_schema(doc) for doc in event_schemas}),
         fast=MappingProxyType(fast),
         valid_event=MappingProxyType(valid_event),
@@ -156,9 +187,9 @@ def _event_check(envelope: Check, data: Check, surface: bool) -> Check:
     return check
 
 
-def vocabulary() -> Vocabulary:
-    """The event vocabulary (loaded once)."""
-    return _compiled().vocabulary
+def vocabulary(generation: int = 0) -> Vocabulary:
+    """The event vocabulary of one log generation (loaded once)."""
+    return _compiled(generation).vocabulary
 
 
 def _escape(token: str | int) -> str:
@@ -221,14 +252,15 @@ def _check(validator: Draft202012Validator, instance: Any, prefix: str = "",
     return found[:MAX_VIOLATIONS]
 
 
-def validate_event(event: dict[str, Any]) -> list[SchemaViolation]:
-    """Check one (already legacy-upgraded) event: envelope, surface placement, and its type's data schema.
+def validate_event(event: dict[str, Any], generation: int = 0) -> list[SchemaViolation]:
+    """Check one event as its generation defines it (v0: already legacy-upgraded): envelope, surface
+    placement, and its type's data schema.
 
     An unknown type gets the envelope check only; whether it may be skipped is the caller's decision.
     """
     if not isinstance(event, dict):
         return [SchemaViolation("", f"expected object, got {_json_type(event)}")]
-    compiled = _compiled()
+    compiled = _compiled(generation)
     kind = event.get("type")
     valid = compiled.valid_event.get(kind) if isinstance(kind, str) else None
     if valid is not None and valid(event):
@@ -249,15 +281,17 @@ def validate_event(event: dict[str, Any]) -> list[SchemaViolation]:
     return found[:MAX_VIOLATIONS]
 
 
-def validate_header(header: dict[str, Any]) -> list[SchemaViolation]:
+def validate_header(header: dict[str, Any], generation: int = 0) -> list[SchemaViolation]:
     """Check a JSONL session header line."""
-    compiled = _compiled()
+    compiled = _compiled(generation)
     return _check(compiled.header, header, fast=compiled.fast.get("header"))
 
 
-def validate_packed_row(row: dict[str, Any]) -> list[SchemaViolation]:
+def validate_packed_row(row: dict[str, Any], generation: int = 0) -> list[SchemaViolation]:
     """Check a packed chunk row, including the rule a schema cannot say: one dt gap between members."""
-    compiled = _compiled()
+    compiled = _compiled(generation)
+    if compiled.packed_row is None:
+        return [SchemaViolation("", f"format v{generation} has no packed chunk rows")]
     found = _check(compiled.packed_row, row, fast=compiled.fast.get("packed_row"))
     data = row.get("data") if isinstance(row, dict) else None
     if isinstance(data, dict) and isinstance(data.get("dt"), list):
