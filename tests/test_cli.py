@@ -60,7 +60,7 @@ def test_rebuild_json_is_annotated() -> None:
     (None, "no such file"),
     (b"", "empty log"),
     (b'{"type":"session","version":0,"id":"x","createdAt":0}\n{"type":"turn/start",\n{"type":"x"}\n', "log.jsonl:2:"),
-    (b'{"type":"session","version":7,"id":"x","createdAt":0}\n', "upgrade"),
+    (b'{"type":"session","version":7,"id":"x","createdAt":0}\n', "newer than any generation dsh-audit knows"),
     (b'[1,2]\n', "session header"),
     (b'\xff\xfe\n', "UTF-8"),
 ])

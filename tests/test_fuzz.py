@@ -177,7 +177,7 @@ TURN = b'{"type":"turn/start","data":{"turn":1}}'
     (b"not json at all\n", 2, "session header"),
     (TURN + b"\n", 2, "not a session header"),                                   # header line missing
     (HEADER + b"\n" + HEADER + b"\n", 1, "[envelope]"),                          # header line duplicated
-    (HEADER.replace(b'"version":0', b'"version":3') + b"\n", 2, "newer harness"),  # a newer format version
+    (HEADER.replace(b'"version":0', b'"version":5') + b"\n", 2, "newer than any generation"),  # unknown, newer
     (HEADER + b'\n{"type":"future/event","data":{}}\n', 1, "[unknown-event]"),     # a newer event type
     (HEADER + b'\n{"type":"future/event","data":{},"ignorable":true}\n', 0, "[unknown-ignorable]"),
     (HEADER + b'\n{"type":"turn/start","seq":0,"data":{"turn":1}}\n{"type":"turn/end","seq":0,"data":{"turn":1,'

@@ -24,6 +24,12 @@ PREFIX_OPTION = click.option(
          "ignores it as the current reference does.")
 
 
+ALL_GENERATIONS_OPTION = click.option(
+    "--all-generations", is_flag=True,
+    help="In a directory, read every generation of each log (session.jsonl, session.v2.jsonl, ...), not only "
+         "the newest one, which is the one dsh reads.")
+
+
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -71,13 +77,17 @@ def main() -> None:
               help="Processes for a directory of logs (0: one per core). Output order does not depend on it.")
 @click.option("--junit", "junit_file", type=click.Path(path_type=Path, dir_okay=False),
               help="Also write a JUnit XML report (one test case per log) to this file.")
+@ALL_GENERATIONS_OPTION
 @PREFIX_OPTION
 def verify(logs: tuple[Path, ...], fmt: str, strict: bool, jobs: int, message_prefix: str,
-           junit_file: Path | None) -> None:
-    """Rebuild every request of each LOG (file or directory) and check every invariant."""
+           junit_file: Path | None, all_generations: bool) -> None:
+    """Rebuild every request of each LOG (file or directory) and check every invariant.
+
+    Every dsh log generation (format v0 to v4) is read; in a directory, each log's newest generation."""
     try:
         reports = list(verify_paths(logs, message_prefix=message_prefix, jobs=jobs or None,
-                                    keep_requests=fmt == "json"))   # the table shows counts only
+                                    keep_requests=fmt == "json",   # the table shows counts only
+                                    all_generations=all_generations))
     except DshAuditError as error:
         _fail(error)
         return
@@ -96,7 +106,8 @@ def verify(logs: tuple[Path, ...], fmt: str, strict: bool, jobs: int, message_pr
 
 def _report_json(report: LogReport, strict: bool) -> dict[str, Any]:
     return {
-        "log": report.label, "ok": not report.failed(strict), "events": report.events,
+        "log": report.label, "generation": report.generation, "ok": not report.failed(strict),
+        "skipped": report.skipped, "supersededBy": report.superseded_by, "events": report.events,
         "readError": report.read_error, "rejectedByReference": report.rejected,
         "findings": [{"code": f.code, "severity": f.severity, "line": f.line, "seq": f.seq,
                       "eventType": f.event_type, "message": f.message, "rejects": f.rejects}
@@ -109,15 +120,21 @@ def _report_json(report: LogReport, strict: bool) -> dict[str, Any]:
 
 def _render_table(reports: list[LogReport], strict: bool) -> None:
     for report in reports:
+        if report.skipped:
+            click.echo(f"{'skipped':<10} {report.label}  (an older generation; read {report.superseded_by})")
+            continue
         status = "UNREADABLE" if report.read_error else ("FAIL" if report.failed(strict) else "ok")
-        click.echo(f"{status:<10} {report.label}  ({report.events} events, {report.request_count} requests)")
+        generation = f"v{report.generation}" if report.generation is not None else "v?"
+        click.echo(f"{status:<10} {report.label}  ({generation}, {report.events} events, "
+                   f"{report.request_count} requests)")
         if report.read_error:
             click.echo(printable(f"    {report.read_error}"))
         for finding in report.findings:
             click.echo(printable(f"    {finding.render()}"))
     totals = summary(reports, strict)
+    skipped = f", {totals['skipped']} older generation(s) skipped" if totals["skipped"] else ""
     click.echo(f"{totals['logs']} log(s), {totals['failed']} failed, {totals['requests']} request(s) rebuilt, "
-               f"{totals['errors']} error(s), {totals['warnings']} warning(s)")
+               f"{totals['errors']} error(s), {totals['warnings']} warning(s){skipped}")
 
 
 @main.command()
@@ -151,7 +168,8 @@ def _write_requests(log: Path, wanted: tuple[int, int] | None, fmt: str, message
             elif fmt == "jsonl":
                 out.write((request.body or b"null") + b"\n")
             else:
-                annotated = {"log": source.label, "turn": request.turn, "step": request.step,
+                annotated = {"log": source.label, "generation": source.generation.version,
+                             "turn": request.turn, "step": request.step,
                              "attempt": request.attempt, "dispatchSeq": request.dispatch_seq,
                              "headerSeq": request.header_seq, "sha256": request.sha256,
                              "inherited": request.inherited, "owner": request.owner,

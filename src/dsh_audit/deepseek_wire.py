@@ -109,6 +109,9 @@ def wire_messages(messages: list[Json]) -> list[Json]:
             wire.append({"role": "system", "content": _joined(blocks, "text")})
         elif role == "assistant":
             wire.append(_assistant(message))
+        elif role == "tool":   # v4: a tool result is a tool-role message of its own
+            wire.append({"role": "tool", "tool_call_id": message.get("toolCallId"),
+                         "content": _joined(blocks, "text") or NO_OUTPUT_TEXT})
         else:
             results = [block for block in blocks if _block_type(block) == "tool-result"]
             text = _joined(blocks, "text")

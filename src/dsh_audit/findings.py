@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -22,3 +23,21 @@ class Finding:
             where += f":{self.line}"
         parts = [p for p in (where, f"seq {self.seq}" if self.seq is not None else None, self.event_type) if p]
         return f"{': '.join(parts)}: {self.severity} [{self.code}] {self.message}"
+
+
+# How checks report: (code, message, *, seq, event_type, rejects=False, severity="error"); see FindingSink.
+Report = Callable[..., None]
+
+
+class FindingSink:
+    """Locates findings: the walker moves `line` along the log; every check reports through `report`."""
+
+    def __init__(self, label: str, emit: Callable[[Finding], None]) -> None:
+        self.label = label
+        self.line = 0
+        self.emit = emit
+
+    def report(self, code: str, message: str, *, seq: int | None, event_type: str | None,
+               rejects: bool = False, severity: str = "error") -> None:
+        self.emit(Finding(code=code, message=message, severity=severity, seq=seq, line=self.line,
+                          event_type=event_type, rejects=rejects, log=self.label))

@@ -1,9 +1,14 @@
-"""The incremental request fold: events in, one rebuilt request per dispatched attempt out.
+"""The incremental request fold: admitted events in, one rebuilt request per dispatched attempt out.
 
-A request attempt is dispatched at its first `assistant/chunk`; a `finish` chunk (or a change of turn/step,
-or the step's `assistant/message`) closes it. Its messages are the surface before that chunk, its header the
-latest `request/header` before it. Each surface event is projected once; each request's sha256 continues a
-running hash of the shared prefix, so digests of all N requests cost O(log size), not O(N x log size).
+Where an attempt is dispatched depends on the log's generation (schemas/generations.json):
+* v0/v1, "first-chunk": at the attempt's first `assistant/chunk`; a `finish` chunk (or a change of
+  turn/step, or the step's `assistant/message`) closes it.
+* v2 and later, "settlement": at the event that settles it, `assistant/message` or `assistant/attempt`,
+  whose embedded `data.stream` holds the chunks.
+Its messages are the surface before that event, its header the latest `request/header` before it. Events
+arrive lifted to the newest vocabulary (dsh_audit.upcast); what the model saw is never rewritten. Each surface
+event is projected once; each request's sha256 continues a running hash of the shared prefix, so digests of
+all N requests cost O(log size), not O(N x log size).
 """
 
 from __future__ import annotations
@@ -13,23 +18,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .findings import Finding
-from .header import HeaderSnapshot, changed_fields, header_equals, is_placeholder, snapshot
+from .findings import Finding, Report
+from .generations import Generation
+from .header import HeaderSnapshot, changed_fields, header_equals, is_placeholder, snapshot, system_text
 from .jsjson import dumps_bytes
-from .legacy import UPGRADABLE, LegacyUpgrader
 from .records import LogRecord
-from .shape import envelope_problem, header_problem, message_problem
-from .surface import SURFACE_TYPES, Surface, SurfaceError
+from .surface import Surface, SurfaceError
 from .vocabulary import vocabulary
 
 CLOSES_ATTEMPT = ("assistant/message", "step/start", "step/end", "turn/start", "turn/end")
+SETTLEMENTS = ("assistant/message", "assistant/attempt")
 
 
 @dataclass(frozen=True, slots=True)
 class Cause:
     """A logged event that explains why a request is not an append-extension of its predecessor."""
 
-    kind: str            # "header-change" | "resume" | "initial" | "replace" | "end-seed" | "model-change"
+    kind: str  # "header-change" | "resume" | "initial" | "replace" | "system-change" | "end-seed" | "model-change"
     seq: int
     detail: str = ""
 
@@ -40,7 +45,7 @@ class RebuiltRequest:
     step: int
     attempt: int
     dispatch_seq: int
-    bound: str                          # "first-chunk" | "first-response-event"
+    bound: str                          # "first-chunk" | "first-response-event" | "settlement"
     header_seq: int | None
     sha256: str | None                  # None when no header is in force
     message_count: int
@@ -62,25 +67,23 @@ OnFinding = Callable[[Finding], None]
 
 
 class RequestFold:
-    def __init__(self, header: dict[str, Any], *, label: str, message_prefix: str = "legacy",
-                 bodies: bool = False, on_finding: OnFinding | None = None) -> None:
-        self.label = label
+    """The request fold of one log. `seed_cut`: events below this seq were inherited from the parent session
+    (None: not a seeded child, or the cut is unknown); the walker finds it by the generation's rule."""
+
+    def __init__(self, header: dict[str, Any], *, generation: Generation, report: Report,
+                 message_prefix: str = "legacy", bodies: bool = False, seed_cut: int | None = None) -> None:
         self.session_id = str(header.get("id"))
         parent = header.get("parentSession")
         self.parent_id = parent if isinstance(parent, str) else None
-        seed_length = header.get("seedLength")
-        self.seed_length = seed_length if isinstance(seed_length, int) else None
-        self.message_prefix_mode = message_prefix
+        self.seed_cut = seed_cut
+        self.generation = generation
+        self.settles = generation.dispatch == "settlement"
+        self.surface_types = vocabulary(generation.version).surface_types
+        self.message_prefix_mode = message_prefix if generation.message_prefix else "none"
         self.bodies = bodies
-        self._emit_finding = on_finding or _raise_rejections
-        self.vocabulary = vocabulary()
-        # Known types that admission passes through untouched once the envelope is sound (chunks above all).
-        self._plain_types = (self.vocabulary.known_types - UPGRADABLE - set(SURFACE_TYPES) - {"request/header"}
-                             - self.vocabulary.rejected_legacy.keys())
-        self.upgrader = LegacyUpgrader(self.session_id)
-        self.surface = Surface()
+        self.finding = report
+        self.surface = Surface(protect_head=generation.system_prompt == "surface")
         self.header: HeaderSnapshot | None = None
-        self.next_seq = 0
         self.open_attempt: tuple[int, int] | None = None
         self.attempts: dict[tuple[int, int], int] = {}
         self.current: RebuiltRequest | None = None
@@ -94,29 +97,18 @@ class RequestFold:
         self._prefix: tuple[HeaderSnapshot, list[bytes]] | None = None  # a header and its serialized prefix
         self._hash_count = 0
         self._hash_primed = False
-        self.line = 0
-        self.last_event: dict[str, Any] | None = None  # the admitted (upgraded) form of the last event fed
-
-    # -- findings -------------------------------------------------------------------------------------
-    def finding(self, code: str, message: str, *, seq: int | None, event_type: str | None,
-                rejects: bool = False, severity: str = "error") -> None:
-        self._emit_finding(Finding(code=code, message=message, severity=severity, seq=seq, line=self.line,
-                                   event_type=event_type, rejects=rejects, log=self.label))
+        self.system_placeholder = False   # v3 on: the system/message head holds a "{{system}}" token
 
     # -- the fold ---------------------------------------------------------------------------------------
-    def feed(self, record: LogRecord) -> RebuiltRequest | None:
-        """Fold one event; return the request attempt that this event closed, if any."""
-        self.line = record.line
-        seq = record.seq
-        if seq != self.next_seq:
-            kind = "seq-duplicate" if seq < self.next_seq else "seq-gap"
-            self.finding(kind, f"session event seq {seq} is not contiguous; expected {self.next_seq}",
-                         seq=seq, event_type=record.event.get("type"), rejects=True)
-        self.next_seq = seq + record.count
-        event = self.last_event = self._admit(record.event, seq)
+    def feed(self, record: LogRecord, event: dict[str, Any] | None) -> RebuiltRequest | None:
+        """Fold one admitted event (None: its loader refused or skipped it); return the request attempt that
+        this event closed, if any."""
         if event is None:
             return None
+        seq = record.seq
         kind = event["type"]
+        if self.settles and kind in SETTLEMENTS:
+            return self._on_settlement(event, seq, record.line)
         if kind == "assistant/message":
             return self._on_assistant_message(event, seq, record.line)
         closed: RebuiltRequest | None = None
@@ -132,15 +124,41 @@ class RequestFold:
                 self._dispatch(step, seq, "first-chunk", record.line)
                 self.open_attempt = step
             self._observe_chunk(event)
-        elif kind in SURFACE_TYPES:
+        elif kind in self.surface_types:
             self._apply_surface(event, seq)
         elif kind == "request/header":
             self._apply_header(event, seq)
+        elif kind == "image/offload":
+            # A message projection (upstream's SessionMessageProjection): it rewrites earlier messages by rules a
+            # plugin owns. The reference refuses to derive messages without that interpreter; so do we.
+            self.finding("unsupported-projection", "image/offload rewrites earlier messages through its plugin's "
+                         "projection, which dsh-audit does not interpret: later requests cannot be rebuilt exactly",
+                         seq=seq, event_type=kind, rejects=True)
         elif kind == "session/end-seed":
-            # Only the header's seedLength says, before the fact, which requests a child inherited; an end-seed
-            # without it (a resumed process of the same session) is a boundary, not a change of owner.
+            # Only the seed cut says, before the fact, which requests a child inherited; an end-seed without
+            # it (a resumed process of the same session) is a boundary, not a change of owner.
             self.pending_causes.append(Cause("end-seed", seq, "resume/fork boundary (session/end-seed)"))
         return closed
+
+    def _on_settlement(self, event: dict[str, Any], seq: int, line: int) -> RebuiltRequest | None:
+        """v2 and later: the event that settles an attempt dispatches it too. The request is the surface and
+        header before it; its usage and finish are in the embedded stream; a message then joins the surface."""
+        data = event["data"]
+        stream = data.get("stream") if isinstance(data, dict) else None
+        step = self._chunk_step(event)
+        if step is not None:   # an empty stream with no header in force is a chunkless, authored response
+            self._dispatch(step, seq, "settlement", line, traced=bool(stream))
+        if self.current is not None:
+            usage = data.get("usage") if isinstance(data, dict) else None
+            for record in stream if isinstance(stream, list) else ():
+                chunk = record.get("chunk") if isinstance(record, dict) and record.get("type") == "chunk" else None
+                if isinstance(chunk, dict):
+                    self._observe_chunk_body(chunk, usage_known=isinstance(usage, dict))
+            if isinstance(usage, dict):
+                self.current.usage = usage
+        if event["type"] == "assistant/message":
+            self._apply_surface(event, seq)
+        return self._close_attempt()
 
     def _on_assistant_message(self, event: dict[str, Any], seq: int, line: int) -> RebuiltRequest | None:
         """The step's response: bound a chunkless step here, attach usage, join the surface, close."""
@@ -158,77 +176,34 @@ class RequestFold:
         """End of log: return the still-open attempt, if any."""
         return self._close_attempt()
 
-    # -- event admission: legacy upgrade and the reference's refusals ------------------------------------
-    def _admit(self, raw: dict[str, Any], seq: int) -> dict[str, Any] | None:
-        kind = raw.get("type")
-        problem = envelope_problem(raw)
-        if problem:
-            self.finding("envelope", problem, seq=seq, event_type=str(kind), rejects=True)
-            if not isinstance(kind, str):
-                return None
-        elif kind in self._plain_types:
-            return raw
-        rejected = self.vocabulary.rejected_legacy.get(str(kind))
-        if rejected is not None:
-            self.finding("legacy-rejected", f"unsupported legacy {kind} event: {rejected}", seq=seq,
-                         event_type=str(kind), rejects=True)
-            return None
-        try:
-            event = self.upgrader.upgrade(raw, seq)
-        except Exception as error:  # LogRejected from a malformed legacy shape
-            self.finding("legacy-malformed", str(getattr(error, "message", error)), seq=seq,
-                         event_type=str(kind), rejects=True)
-            return None
-        kind = event["type"]
-        if kind not in self.vocabulary.known_types:
-            if event.get("ignorable") is True:
-                self.finding("unknown-ignorable", f'unknown event type "{kind}" marked ignorable: skipped',
-                             seq=seq, event_type=kind, severity="warning")
-            else:
-                retired = self.vocabulary.retired_legacy.get(kind)
-                self.finding("unknown-event", f'event type "{kind}" is unknown to this harness and not marked '
-                             "ignorable; refusing to interpret the log"
-                             + (f" (retired legacy type: {retired})" if retired else ""),
-                             seq=seq, event_type=kind, rejects=True)
-            return None
-        if kind == "request/header" and isinstance(event.get("data"), dict) \
-                and event["data"].get("reason") == "fallback":
-            self.finding("legacy-rejected", 'unsupported legacy request/header reason "fallback"', seq=seq,
-                         event_type=kind, rejects=True)
-            return None
-        if kind in SURFACE_TYPES or kind == "request/header":
-            problem = message_problem(event) or header_problem(event)
-            if problem:
-                self.finding("shape", problem, seq=seq, event_type=kind, rejects=True)
-                return None
-        return event
-
     # -- surface and header -----------------------------------------------------------------------------
     def _apply_surface(self, event: dict[str, Any], seq: int) -> None:
         op = event.get("surfaceOp")
         kind = event["type"]
+        if kind == "system/message":
+            self.system_placeholder = is_placeholder(system_text(event["data"].get("message")))
         try:
             if op == "append":
                 self.surface.append(seq, event)
             elif op is None:
                 self.finding("surface-op-missing", f'session event "{kind}" is surface-eligible and requires a '
                              "surfaceOp marker", seq=seq, event_type=kind, rejects=True)
-            elif (isinstance(op, dict) and set(op) == {"op", "start", "end"} and op["op"] == "replace"
+            elif (isinstance(op, dict) and set(op) == {"op", "startSeq", "endSeq"} and op["op"] == "replace"
                   and all(isinstance(op[k], int) and not isinstance(op[k], bool) and op[k] >= 0
-                          for k in ("start", "end"))):
+                          for k in ("startSeq", "endSeq"))):
                 shadowed = self.surface.replace(seq, event, op)
-                self.pending_causes.append(Cause("replace", seq, f"{kind} replaced surface nodes "
+                what = "system-change" if kind == "system/message" else "replace"
+                self.pending_causes.append(Cause(what, seq, f"{kind} replaced surface nodes "
                                                  f"{shadowed[0]}..{shadowed[-1]} ({len(shadowed)} node(s))"))
             else:
                 self.finding("surface-op-invalid", f'session event "{kind}" carries an invalid surfaceOp',
                              seq=seq, event_type=kind, rejects=True)
         except SurfaceError as error:
-            code = "replace-missing-node" if "not found in surface" in str(error) else "surface-provenance"
-            self.finding(code, str(error), seq=seq, event_type=kind, rejects=True)
+            self.finding(error.code, str(error), seq=seq, event_type=kind, rejects=True)
 
     def _apply_header(self, event: dict[str, Any], seq: int) -> None:
         data = event["data"]
-        new = snapshot(seq, data)
+        new = snapshot(seq, data, system=self.generation.system_prompt == "header")
         old = self.header
         if old is None:
             self.pending_causes.append(Cause(new.reason, seq, "first request/header"))
@@ -254,9 +229,12 @@ class RequestFold:
     def _observe_chunk(self, event: dict[str, Any]) -> None:
         data = event.get("data")   # an envelope without data is a finding, not a reason to stop folding
         chunk = data.get("chunk") if isinstance(data, dict) else None
-        if not isinstance(chunk, dict) or self.current is None:
-            return
-        if chunk.get("type") == "usage" and isinstance(chunk.get("usage"), dict):
+        if isinstance(chunk, dict) and self.current is not None:
+            self._observe_chunk_body(chunk)
+
+    def _observe_chunk_body(self, chunk: dict[str, Any], *, usage_known: bool = False) -> None:
+        assert self.current is not None
+        if chunk.get("type") == "usage" and isinstance(chunk.get("usage"), dict) and not usage_known:
             self.current.usage = chunk["usage"]
         elif chunk.get("type") == "finish":
             reason = chunk.get("reason")
@@ -268,8 +246,8 @@ class RequestFold:
         closed, self.current = self.current, None
         return closed
 
-    def _dispatch(self, step: tuple[int, int], seq: int, bound: str, line: int) -> None:
-        if bound == "first-response-event" and self.header is None:
+    def _dispatch(self, step: tuple[int, int], seq: int, bound: str, line: int, *, traced: bool = True) -> None:
+        if (bound == "first-response-event" or not traced) and self.header is None:
             # The loop logs at least one chunk per dispatched attempt; a chunkless response with no header in
             # force (authored fixtures) leaves no request to rebuild. The reference finds no dispatch here either.
             self.finding("untraced-response", f"step {step[0]}.{step[1]} has a response but no chunk and no "
@@ -283,16 +261,16 @@ class RequestFold:
         request = RebuiltRequest(turn=step[0], step=step[1], attempt=attempt, dispatch_seq=seq, bound=bound,
                                  header_seq=header.seq if header else None, sha256=None,
                                  message_count=len(self.surface.visible), line=line,
-                                 inherited=self.seed_length is not None and seq < self.seed_length)
+                                 inherited=self.seed_cut is not None and seq < self.seed_cut)
         request.owner = self.parent_id if request.inherited and self.parent_id else self.session_id
         if header is None:
             self.finding("no-header", f"no request/header before dispatch seq {seq}: the request's envelope "
-                         "(provider, model, system, tools) is not in the log", seq=seq, event_type="assistant/chunk",
-                         rejects=True)
+                         "(provider, model, system, tools) is not in the log", seq=seq,
+                         event_type=_BOUND_EVENT[bound], rejects=True)
         else:
             config = header.header.get("config") or {}
             request.provider, request.model = config.get("provider"), config.get("model")
-            request.placeholders = list(header.placeholders)
+            request.placeholders = list(header.placeholders) + (["system"] if self.system_placeholder else [])
             prefix = self._prefix_messages(header, request)
             request.sha256 = self._digest(header, prefix)
             if self.bodies:
@@ -351,15 +329,11 @@ class RequestFold:
         unexplained = not any(c.kind != "initial" for c in causes)
         if not first and not request.extends_previous and unexplained and header is not None:
             self.finding("prefix-break", "request is not an append-extension of its predecessor and no logged "
-                         "event explains it", seq=request.dispatch_seq, event_type="assistant/chunk")
+                         "event explains it", seq=request.dispatch_seq, event_type=_BOUND_EVENT[request.bound])
         self.previous_header = header
         self.previous_count = len(self.surface.visible)
         self.previous_generation = self.surface.generation
 
 
-def _raise_rejections(finding: Finding) -> None:
-    from .errors import LogRejected
-
-    if finding.rejects:
-        raise LogRejected(finding.message, path=finding.log, line=finding.line, seq=finding.seq,
-                          event_type=finding.event_type)
+_BOUND_EVENT = {"first-chunk": "assistant/chunk", "first-response-event": "assistant/message",
+                "settlement": "assistant/message"}

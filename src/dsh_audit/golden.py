@@ -34,6 +34,7 @@ class LogRequests:
     """One log's rebuilt requests (or why it could not be read)."""
 
     key: str                                   # path relative to the golden directory
+    generation: int | None = None              # the log format version it was read as
     requests: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
 
@@ -56,7 +57,7 @@ def collect(directory: Path, *, full: bool = False, message_prefix: str = "legac
     for path in discover([directory]):
         try:
             for source in open_logs(path):
-                entry = LogRequests(_key(directory, path, source.label))
+                entry = LogRequests(_key(directory, path, source.label), source.generation.version)
                 ignored: list[Finding] = []
                 for request in iter_requests(source, message_prefix=message_prefix, bodies=full,
                                              on_finding=ignored.append):
@@ -74,7 +75,7 @@ def collect(directory: Path, *, full: bool = False, message_prefix: str = "legac
 
 def golden_document(entries: list[LogRequests], *, full: bool, message_prefix: str) -> dict[str, Any]:
     return {"format": FORMAT, "full": full, "messagePrefix": message_prefix,
-            "logs": {entry.key: {"requests": entry.requests} for entry in entries}}
+            "logs": {entry.key: {"generation": entry.generation, "requests": entry.requests} for entry in entries}}
 
 
 def write_golden(directory: Path, document: dict[str, Any]) -> Path:
@@ -187,6 +188,8 @@ def check(directory: Path) -> list[LogDiff]:
                                                       "not in the golden file"]))
             continue
         lines = diff_requests(golden["requests"], entry.requests)
+        if "generation" in golden and golden["generation"] != entry.generation:
+            lines.insert(0, f"~ log format v{golden['generation']} -> v{entry.generation}")
         diffs.append(LogDiff(entry.key, "changed" if lines else "same", lines))
     for key in sorted(set(pinned) - seen):
         diffs.append(LogDiff(key, "removed", ["- log is in the golden file but no longer under the directory"]))

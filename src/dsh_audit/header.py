@@ -28,12 +28,23 @@ def is_placeholder(value: Any) -> bool:
     return False
 
 
-def canonical_header(header: dict[str, Any]) -> dict[str, Any]:
+def system_text(message: Any) -> str:
+    """A system/message's prompt (v3 on) as one string: its text blocks, joined as the adapter sends them."""
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list):
+        return ""
+    return "".join(str(block.get("text", "")) for block in content
+                   if isinstance(block, dict) and block.get("type") == "text")
+
+
+def canonical_header(header: dict[str, Any], *, system: bool = True) -> dict[str, Any]:
+    """The header as the reference compares and sends it. `system=False` (v3 on): the prompt is a surface
+    node, so a stray header.system (which dsh refuses) never reaches the request."""
     canonical: dict[str, Any] = {"config": header.get("config")}
     defaults = header.get("adapterDefaults")
     if isinstance(defaults, dict) and (defaults.get("reasoningEffort") is True or defaults.get("maxTokens") is True):
         canonical["adapterDefaults"] = defaults
-    if _js_nonempty(header.get("system")):
+    if system and _js_nonempty(header.get("system")):
         canonical["system"] = header["system"]
     if _js_nonempty(header.get("tools")):
         canonical["tools"] = header["tools"]
@@ -57,10 +68,10 @@ class HeaderSnapshot:
         return self.raw.get("messagePrefix")
 
 
-def snapshot(seq: int, data: dict[str, Any]) -> HeaderSnapshot:
+def snapshot(seq: int, data: dict[str, Any], *, system: bool = True) -> HeaderSnapshot:
     raw = data.get("header")
     raw = raw if isinstance(raw, dict) else {}
-    canonical = canonical_header(raw)
+    canonical = canonical_header(raw, system=system)
     config = canonical["config"] if isinstance(canonical["config"], dict) else {}
     config_bytes = b"".join(f"{dumps(key)}:{dumps(value)},".encode() for key, value in config.items())
     tail = "".join(f',"{key}":{dumps(canonical[key])}' for key in ("system", "tools") if key in canonical)

@@ -1,5 +1,7 @@
 """JUnit XML (the Ant/Jenkins dialect every CI system displays): one <testcase> per log, classname = the log's
-directory, name = its file. A failed log carries a <failure> listing its findings; an unreadable one an <error>.
+directory, name = its file. A failed log carries a <failure> listing its findings; an unreadable one an <error>;
+an older generation that a session directory's newer one supersedes is <skipped>. The output names the log
+format version each log was read as.
 
 Log content reaches the report through finding messages, so text is made XML-safe first: characters XML 1.0
 forbids (control characters, lone surrogates) are shown as \\uXXXX escapes instead of making the file invalid.
@@ -35,16 +37,17 @@ class TestCase:
     error: str | None = None
     details: str = ""
     failure_type: str = "findings"
+    skipped: str | None = None
 
     __test__ = False   # not a pytest class
 
 
 def case_for_log(label: str, *, seconds: float = 0.0, failure: str | None = None, error: str | None = None,
-                 details: str = "", failure_type: str = "findings") -> TestCase:
+                 details: str = "", failure_type: str = "findings", skipped: str | None = None) -> TestCase:
     """classname = directory, name = file (a SQLite session keeps its `#sessionId`)."""
     path = PurePath(label)
     return TestCase(classname=str(path.parent), name=path.name, seconds=seconds, failure=failure, error=error,
-                    details=details, failure_type=failure_type)
+                    details=details, failure_type=failure_type, skipped=skipped)
 
 
 def cases_from_reports(reports: Iterable[LogReport], *, strict: bool,
@@ -52,8 +55,12 @@ def cases_from_reports(reports: Iterable[LogReport], *, strict: bool,
     cases = []
     for report in reports:
         elapsed = (seconds or {}).get(report.label, report.seconds)
+        if report.superseded_by is not None:
+            cases.append(case_for_log(report.label, skipped=f"an older generation: read {report.superseded_by}"))
+            continue
         counted = [f for f in report.findings if f.severity == "error" or strict]
-        details = "\n".join(f.render() for f in report.findings)
+        read_as = [] if report.generation is None else [f"read as log format v{report.generation}"]
+        details = "\n".join([*read_as, *(f.render() for f in report.findings)])
         if report.read_error is not None:
             cases.append(case_for_log(report.label, seconds=elapsed, error=report.read_error,
                                       details=report.read_error))
@@ -72,13 +79,16 @@ def junit_tree(suite: str, cases: list[TestCase]) -> ET.ElementTree:
                         failures=str(sum(c.failure is not None for c in cases)),
                         errors=str(sum(c.error is not None for c in cases)), time=f"{total:.3f}")
     element = ET.SubElement(suites, "testsuite", name=suite, tests=str(len(cases)),
-                            failures=suites.get("failures", "0"), errors=suites.get("errors", "0"), skipped="0",
+                            failures=suites.get("failures", "0"), errors=suites.get("errors", "0"),
+                            skipped=str(sum(c.skipped is not None for c in cases)),
                             time=f"{total:.3f}", hostname=xml_text(socket.gethostname()),
                             timestamp=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S"))
     for case in cases:
         testcase = ET.SubElement(element, "testcase", classname=xml_text(case.classname), name=xml_text(case.name),
                                  time=f"{case.seconds:.3f}")
-        if case.error is not None:
+        if case.skipped is not None:
+            ET.SubElement(testcase, "skipped", message=xml_text(case.skipped))
+        elif case.error is not None:
             ET.SubElement(testcase, "error", message=xml_text(case.error), type="unreadable").text = \
                 xml_text(case.details)
         elif case.failure is not None:

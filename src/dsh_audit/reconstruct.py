@@ -9,15 +9,17 @@ from typing import Any
 
 from .errors import LogReadError
 from .findings import Finding
-from .fold import OnFinding, RebuiltRequest, RequestFold
+from .fold import OnFinding, RebuiltRequest
 from .readers import open_logs
 from .records import LogSource, TornTail
+from .walker import Walker
 
 
 @dataclass(slots=True)
 class Reconstruction:
     label: str
     header: dict[str, Any]
+    generation: int
     requests: list[RebuiltRequest] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     torn_tail: TornTail | None = None
@@ -29,20 +31,12 @@ def iter_requests(source: LogSource, *, message_prefix: str = "legacy", bodies: 
 
     With the default `on_finding`, anything the reference would refuse raises LogRejected.
     """
-    fold = RequestFold(source.header, label=source.label, message_prefix=message_prefix, bodies=bodies,
-                       on_finding=on_finding)
-    for record in source.records(expand=False):
-        closed = fold.feed(record)
-        if closed is not None:
-            yield closed
-    last = fold.finish()
-    if last is not None:
-        yield last
+    yield from Walker(source, message_prefix=message_prefix, bodies=bodies, on_finding=on_finding).requests()
 
 
 def reconstruct_source(source: LogSource, *, message_prefix: str = "legacy",
                        bodies: bool = True) -> Reconstruction:
-    result = Reconstruction(label=source.label, header=source.header)
+    result = Reconstruction(label=source.label, header=source.header, generation=source.generation.version)
     result.requests = list(iter_requests(source, message_prefix=message_prefix, bodies=bodies))
     result.torn_tail = source.torn_tail
     return result

@@ -5,9 +5,11 @@ Readers live at the edge (dsh_audit.readers); everything downstream of this modu
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from .generations import Generation, generation
 
 JSON = Any  # a decoded JSON value
 
@@ -40,6 +42,7 @@ class LogRecord:
     packed: bool = False
     explicit_seq: bool = False
     run: PackedRun | None = None
+    problem: str | None = None      # why the generation's decoder refuses this row (kept as stored)
 
     @property
     def count(self) -> int:
@@ -60,7 +63,8 @@ class LogSource:
     """An opened log: its header now, its events on iteration (streamed, never all in memory).
 
     `label` names the log in findings (a file path, or `path#sessionId` for one session of a SQLite store).
-    `torn_tail` is filled in by the reader once iteration reaches the end.
+    `torn_tail` is filled in by the reader once iteration reaches the end. `reopen` opens the same log
+    afresh (a second pass, for what only the end of a log tells); None when the reader cannot.
     """
 
     label: str
@@ -69,6 +73,13 @@ class LogSource:
     _events: Iterator[LogRecord] = field(repr=False)
     torn_tail: TornTail | None = None
     explicit_seq: bool = False
+    reopen: Callable[[], LogSource] | None = field(default=None, repr=False)
+
+    @property
+    def generation(self) -> Generation:
+        """The log generation its header names (a header without `version` is v0, as in old fixtures)."""
+        version = self.header.get("version", 0)
+        return generation(int(version))
 
     def records(self, *, expand: bool = True) -> Iterator[LogRecord]:
         """The events, streamed. `expand=False` keeps each packed row as one run record (see LogRecord)."""

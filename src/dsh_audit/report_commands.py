@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 import polars as pl
 
+from .cli import ALL_GENERATIONS_OPTION
 from .errors import DshAuditError
 from .readers import discover
 from .reports.cache_report import TABLE_COLUMNS as CACHE_COLUMNS
@@ -36,10 +37,13 @@ def _fail(error: DshAuditError) -> None:
 @LOGS_ARGUMENT
 @FORMAT_OPTION
 @OUT_OPTION
-def header_diff(logs: tuple[Path, ...], fmt: str, out: Path | None) -> None:
-    """One row per change between consecutive request headers of each LOG (file or directory)."""
+@ALL_GENERATIONS_OPTION
+def header_diff(logs: tuple[Path, ...], fmt: str, out: Path | None, all_generations: bool) -> None:
+    """One row per change between consecutive request headers of each LOG (file or directory).
+
+    From format v3 the system prompt is the system/message head: its changes are shown as the header's."""
     try:
-        frame = build_header_diff(logs)
+        frame = build_header_diff(logs, all_generations=all_generations)
         write_frame(frame, fmt, out, table_columns=HEADER_COLUMNS)
     except DshAuditError as error:
         _fail(error)
@@ -87,10 +91,11 @@ _flash = DEFAULT_PRICES[FALLBACK_MODEL]
               "collapses against the predecessor's reads and their causes, and is linear in the log.")
 @click.option("--fail-on-unexplained", is_flag=True, help="Exit 1 when any collapse is unexplained.")
 @click.option("--message-prefix", type=click.Choice(["legacy", "drop"]), default="legacy", show_default=True)
+@ALL_GENERATIONS_OPTION
 def cache_report(logs: tuple[Path, ...], fmt: str, out: Path | None, block: int, collapse_threshold: float,
                  price_hit: float | None, price_miss: float | None, price_output: float | None,
                  system_file: Path | None, tools_file: Path | None, sidecars: bool, wire: bool,
-                 predict: bool, fail_on_unexplained: bool, message_prefix: str) -> None:
+                 predict: bool, fail_on_unexplained: bool, message_prefix: str, all_generations: bool) -> None:
     """Per-request cache usage of each LOG, predicted cacheable prefix, collapses and their causes, cost."""
     given = (price_hit, price_miss, price_output)
     prices = None
@@ -107,8 +112,8 @@ def cache_report(logs: tuple[Path, ...], fmt: str, out: Path | None, block: int,
             block=block, collapse_ratio=collapse_threshold, prices=prices, message_prefix=message_prefix,
             wire=wire, system=system_file.read_text(encoding="utf-8") if system_file else None, tools=tools,
             sidecars=sidecars, predict=predict)
-        with _progress(len(discover(logs))) as advance:
-            frame = build_cache_report(logs, options, on_log=advance)
+        with _progress(len(discover(logs, all_generations=all_generations))) as advance:
+            frame = build_cache_report(logs, options, on_log=advance, all_generations=all_generations)
         write_frame(frame, fmt, out, table_columns=CACHE_COLUMNS)
     except DshAuditError as error:
         _fail(error)

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from .generations import Generation
+
 ENVELOPE_KEYS = frozenset({"type", "seq", "time", "data", "surfaceOp", "sourceEventSeqs", "ignorable"})
-MESSAGE_TYPES = ("user/message", "assistant/message", "tool/result")
+# The role each surface type's message must have; a v4 tool result is a tool-role message.
+_ROLES = {"user/message": "user", "assistant/message": "assistant", "tool/result": "user",
+          "system/message": "system", "developer/message": "developer"}
 
 
 def _safe_int(value: Any) -> bool:
@@ -36,16 +40,18 @@ def envelope_problem(event: dict[str, Any]) -> str | None:
     return None
 
 
-def message_problem(event: dict[str, Any]) -> str | None:
+def message_problem(event: dict[str, Any], generation: Generation) -> str | None:
     kind = event.get("type")
-    if kind not in MESSAGE_TYPES:
+    role = _ROLES.get(str(kind))
+    if role is None:
         return None
+    if kind == "tool/result" and generation.tool_result == "tool-message":
+        role = "tool"
     data = event.get("data")
     record = data if isinstance(data, dict) else None
     message = record if kind == "user/message" else (record or {}).get("message")
     if not isinstance(message, dict) or not isinstance(message.get("id"), str) or not message["id"]:
         return "lacks an identified message"
-    role = "assistant" if kind == "assistant/message" else "user"
     if message.get("role") != role:
         return f'message must have role "{role}"'
     source = message.get("source")
@@ -62,6 +68,8 @@ def message_problem(event: dict[str, Any]) -> str | None:
         return None
     if source["kind"] != "tool" or not isinstance(source.get("callId"), str) or not source["callId"]:
         return "message must have tool source"
+    if role == "tool":
+        return None if message.get("toolCallId") == source["callId"] else "message has mismatched tool call ids"
     block = content[0] if content else None
     if (len(content) != 1 or not isinstance(block, dict) or block.get("type") != "tool-result"
             or not isinstance(block.get("content"), list)):

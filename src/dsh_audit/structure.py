@@ -1,16 +1,21 @@
 """Structural invariants that the fold itself does not need: turn/step enclosure, header placement and
-reasons, tool call/result pairing, and surface events the dispatched request could not have seen."""
+reasons, tool call/result pairing, surface events the dispatched request could not have seen, and the rules
+of the newer generations (settlements inside their step, the seeded cut's marker)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .header import is_placeholder
+from .findings import Report
+from .generations import Generation
+from .header import is_placeholder, system_text
 from .seqlist import seq_facts
-from .surface import SURFACE_TYPES
+from .vocabulary import vocabulary
 
-Report = Callable[..., None]   # RequestFold.finding-compatible: (code, message, *, seq, event_type, ...)
+if TYPE_CHECKING:
+    from .walker import Walked
+
 LOG_ONLY_BEFORE_DISPATCH = ("request/header", "request/context")
 
 
@@ -76,18 +81,56 @@ class CrashRepair:
         return described
 
 
+def _stream_blocks(data: Any) -> tuple[list[Any], str | None]:
+    """The blocks an embedded stream (v2 on) completed, in order, and its finish reason kind."""
+    stream = data.get("stream") if isinstance(data, dict) else None
+    blocks: list[Any] = []
+    finish = None
+    for record in stream if isinstance(stream, list) else ():
+        chunk = record.get("chunk") if isinstance(record, dict) and record.get("type") == "chunk" else None
+        if not isinstance(chunk, dict):
+            continue
+        if chunk.get("type") == "block-end":
+            blocks.append(chunk.get("block"))
+        elif chunk.get("type") == "finish":
+            reason = chunk.get("reason")
+            finish = reason.get("kind") if isinstance(reason, dict) else None
+    return blocks, finish
+
+
+def _flags_error(message: Any) -> bool:
+    """A tool result message flagged as an error: v4 on the message, v3 on its one tool-result block."""
+    if not isinstance(message, dict):
+        return False
+    if message.get("role") == "tool":
+        return message.get("isError") is True
+    content = message.get("content")
+    block = content[0] if isinstance(content, list) and content and isinstance(content[0], dict) else {}
+    return block.get("isError") is True
+
+
 class StructureChecker:
-    def __init__(self, report: Report, *, seeded: bool) -> None:
+    """A walk check (dsh_audit.walker.Check) of one log of the given generation."""
+
+    def __init__(self, report: Report, generation: Generation, header: dict[str, Any]) -> None:
         self.report = report
+        self.generation = generation
+        self.settles = generation.dispatch == "settlement"
+        words = vocabulary(generation.version)
+        self.surface_types = words.surface_types
+        self.forbids_sources = words.forbids_sources
+        self.header_seqs: set[int] = set()   # v4: a developer/message binds to an earlier request/header
+        self.seeded = header.get("isSeeded") is True   # v2 on: the log must carry its inherited cut marker
+        self.seed_markers = 0
         self.turn: int | None = None
         self.step: int | None = None
         self.headers_seen = 0
         self.instance_anchored = False   # the current loop instance has logged its initial/resume snapshot
-        self.after_seed = seeded
         self.calls: dict[str, int] = {}          # unanswered tool-call id -> seq of the message that made it
         self.pre_dispatch_log_only: int | None = None  # seq of a header/context awaiting this attempt's chunk
         self.attempt_open = False
         self._pending_kind = ""
+        self.late: list[tuple[int, str, str, int]] = []   # surface events between a header and a dispatch
         self.blocks: dict[int, Any] = {}          # seq -> completed block of a block-end chunk, since the last message
         self.finish_kind: str | None = None
         self.unenclosed: set[str] = set()      # repr of (turn, step, open turn, open step) already reported
@@ -98,9 +141,15 @@ class StructureChecker:
             "turn/start": self._on_turn_start, "turn/end": self._on_turn_end, "step/start": self._on_step_start,
             "step/end": self._on_step_end, "request/header": self._on_request_header,
             "request/context": self._on_request_context, "session/end-seed": self._on_session_end_seed,
-            "assistant/chunk": self._on_assistant_chunk, "tool/result": self._on_tool_result}
+            "assistant/chunk": self._on_assistant_chunk, "tool/result": self._on_tool_result,
+            "assistant/attempt": self._on_assistant_attempt, "system/message": self._on_system_message,
+            "developer/message": self._on_developer_message}
 
-    def observe(self, event: dict[str, Any], seq: int) -> None:
+    def observe(self, walked: Walked) -> None:
+        event = walked.event
+        if event is None or walked.record is None:
+            return
+        seq = walked.record.seq
         kind = event["type"]
         data = event.get("data")
         self.repair.observe(kind, data, seq)
@@ -110,13 +159,14 @@ class StructureChecker:
             handler = self._handlers.get(kind)
             if handler is not None:
                 handler(data, seq)
-        if kind in SURFACE_TYPES and self.pre_dispatch_log_only is not None and not self.attempt_open \
-                and kind != "assistant/message":
-            self.report("late-surface-event", f"surface event logged after the step's {self._pending_kind} "
-                        f"(seq {self.pre_dispatch_log_only}) but before its dispatch: the request was built "
-                        "before it, yet the first-chunk boundary includes it", seq=seq, event_type=kind)
+        # A developer/message (v4) follows the header it is bound to by design; anything else that lands between
+        # the header and the dispatch is reported once a dispatch does follow.
+        if kind in self.surface_types and self.pre_dispatch_log_only is not None and not self.attempt_open \
+                and kind not in ("assistant/message", "developer/message"):
+            self.late.append((seq, kind, self._pending_kind, self.pre_dispatch_log_only))
         if kind in ("turn/start", "step/start", "step/end", "turn/end"):
             self.attempt_open = False
+            self.late.clear()   # no dispatch followed: no request included them
         if not isinstance(event.get("surfaceOp"), dict):   # a replacement keeps the turn/step of what it replaces
             self._check_enclosed(kind, data, seq)
 
@@ -185,6 +235,7 @@ class StructureChecker:
             self.report("instance-anchor", "reason 'initial' on a log that already has a request/header",
                         seq=seq, event_type="request/header")
         self.headers_seen += 1
+        self.header_seqs.add(seq)
         self._mark_pre_dispatch(seq, "request/header")
         header = data.get("header") if isinstance(data, dict) else None
         tools = header.get("tools") if isinstance(header, dict) else None
@@ -196,7 +247,36 @@ class StructureChecker:
         else:
             self.declared_tools = None   # a placeholder such as "{{tools}}": the real tool set is not in the log
 
-    def _check_placeholders(self, header: Any, seq: int) -> None:
+    def _on_system_message(self, data: Any, seq: int) -> None:
+        self._check_in_step("system/message", data, seq)
+        message = data.get("message") if isinstance(data, dict) else None
+        if is_placeholder(system_text(message)):   # v3 on the prompt is scrubbed in the system head
+            self._check_placeholders({"system": system_text(message)}, seq, "system/message")
+
+    def _check_in_step(self, kind: str, data: Any, seq: int) -> None:
+        """v3 on: the prompt (system/message) and tool updates (developer/message) belong to the open step whose
+        request they shape."""
+        if self.step is None or _turn_step(data) != (self.turn, self.step):
+            turn, step = _turn_step(data)
+            self.report("system-step", f"{kind} for step {turn}.{step} does not match an open turn and step "
+                        f"(open: {self.turn}.{self.step})", seq=seq, event_type=kind)
+
+    def _on_developer_message(self, data: Any, seq: int) -> None:
+        """v4: tool additions are bound by headerSeq to the earlier request/header that declares them."""
+        self._check_in_step("developer/message", data, seq)
+        message = data.get("message") if isinstance(data, dict) else None
+        content = message.get("content") if isinstance(message, dict) else None
+        adds = any(isinstance(block, dict) and block.get("type") == "tool-addition"
+                   for block in (content if isinstance(content, list) else ()))
+        header_seq = data.get("headerSeq") if isinstance(data, dict) else None
+        if adds and header_seq not in self.header_seqs:
+            self.report("developer-header", "developer/message adds tools but its headerSeq "
+                        f"{header_seq!r} names no earlier request/header", seq=seq, event_type="developer/message")
+        elif not adds and header_seq is not None:
+            self.report("developer-header", "developer/message must omit headerSeq without tool additions",
+                        seq=seq, event_type="developer/message")
+
+    def _check_placeholders(self, header: Any, seq: int, event_type: str = "request/header") -> None:
         """Scrubbed logs (snapshot normalization) carry "{{system}}"-style tokens: the rebuilt bytes are then
         those of the scrubbed log, not what the model saw. A warning, so --strict can refuse such logs."""
         if self.placeholder_reported or not isinstance(header, dict):
@@ -206,7 +286,7 @@ class StructureChecker:
             self.placeholder_reported = True
             self.report("placeholder-header", f"{'/'.join(fields)} are normalization placeholders: the request "
                         "bytes are those of the scrubbed log, not what the model saw (reported once per log)",
-                        seq=seq, event_type="request/header", severity="warning")
+                        seq=seq, event_type=event_type, severity="warning")
 
     def _on_request_context(self, data: Any, seq: int) -> None:
         self._mark_pre_dispatch(seq, "request/context")
@@ -217,10 +297,36 @@ class StructureChecker:
 
     def _on_session_end_seed(self, data: Any, seq: int) -> None:
         self.instance_anchored = False    # what follows is a new loop instance (resume or fork)
+        marks_cut = isinstance(data, dict) and data.get("inherited") is True
+        if self.generation.seed_cut == "inherited-end-seed" and marks_cut:
+            self.seed_markers += 1
+            if not self.seeded:
+                self.report("seed-marker", "an unseeded session (header isSeeded false) carries an inherited "
+                            "session/end-seed marker", seq=seq, event_type="session/end-seed", rejects=True)
+
+    def _dispatched(self) -> None:
+        """An attempt was dispatched (its first chunk, or its settlement from v2): the surface events logged
+        since its header are in the rebuilt request, though the loop built the request before them."""
+        for seq, kind, pending_kind, pending_seq in self.late:
+            self.report("late-surface-event", f"surface event logged after the step's {pending_kind} "
+                        f"(seq {pending_seq}) but before its dispatch: the request was built before it, yet the "
+                        f"{self.generation.dispatch} boundary includes it", seq=seq, event_type=kind)
+        self.late.clear()
+
+    def _on_assistant_attempt(self, data: Any, seq: int) -> None:
+        """v2 on: a failed attempt's settlement. It must belong to the open turn and step."""
+        self._dispatched()
+        self.attempt_open = False
+        self.pre_dispatch_log_only = None
+        if _turn_step(data) != (self.turn, self.step) or self.step is None:
+            turn, step = _turn_step(data)
+            self.report("attempt-step", f"assistant/attempt for step {turn}.{step} does not match an open turn "
+                        f"and step (open: {self.turn}.{self.step})", seq=seq, event_type="assistant/attempt")
 
     def _on_assistant_chunk(self, data: Any, seq: int) -> None:
         chunk = data.get("chunk") if isinstance(data, dict) else None
         kind = chunk.get("type") if isinstance(chunk, dict) else None
+        self._dispatched()
         self.attempt_open = kind != "finish"
         self.pre_dispatch_log_only = None
         if kind == "block-end" and isinstance(chunk, dict):
@@ -231,8 +337,16 @@ class StructureChecker:
 
     # -- tool pairing -----------------------------------------------------------------------------------
     def _on_assistant_message(self, data: Any, seq: int, event: dict[str, Any] | None = None) -> None:
+        self._dispatched()
         self.attempt_open = False
         self.pre_dispatch_log_only = None
+        if "assistant/message" in self.forbids_sources and event is not None and "sourceEventSeqs" in event:
+            self.report("assistant-provenance", f"format {self.generation.label} assistant/message carries "
+                        "sourceEventSeqs; from v2 its chunks are embedded in data.stream instead",
+                        seq=seq, event_type="assistant/message", rejects=True)
+        if self.settles:
+            blocks, self.finish_kind = _stream_blocks(data)
+            self.blocks = dict(enumerate(blocks))
         message = data.get("message") if isinstance(data, dict) else None
         content = (message or {}).get("content") or []
         for block in content:
@@ -247,10 +361,19 @@ class StructureChecker:
 
     def _check_content_matches_chunks(self, data: Any, content: list[Any], seq: int,
                                       event: dict[str, Any] | None) -> None:
-        """A completed message's content is exactly the blocks its cited chunks completed, in order."""
+        """A completed message's content is exactly the blocks its cited chunks (v2 on: its stream) completed,
+        in order."""
+        if (isinstance(data, dict) and data.get("interrupted")) or self.finish_kind not in ("stop", "tool-calls"):
+            return
+        if self.settles:
+            blocks = [block for _, block in sorted(self.blocks.items())]
+            if blocks and blocks != content:
+                self.report("message-chunk-mismatch", "assistant/message content differs from the blocks its "
+                            "stream completed: the logged message was edited, or its stream was",
+                            seq=seq, event_type="assistant/message")
+            return
         sources = (event or {}).get("sourceEventSeqs")
-        if (not isinstance(sources, list) or not sources or (isinstance(data, dict) and data.get("interrupted"))
-                or self.finish_kind not in ("stop", "tool-calls")):
+        if not isinstance(sources, list) or not sources:
             return
         facts = seq_facts(sources)   # described once, shared with the schema and provenance checks
         ordered = sorted(self.blocks.items())
@@ -269,6 +392,10 @@ class StructureChecker:
 
     def _on_tool_result(self, data: Any, seq: int) -> None:
         message = data.get("message") if isinstance(data, dict) else None
+        # From v3 (npm -v2-to-v3's admission, v4's tool-role lift) error metadata requires the error flag.
+        if isinstance(data, dict) and "error" in data and self.generation.version >= 3 and not _flags_error(message):
+            self.report("tool-result-error", "tool/result carries error metadata for a result not flagged isError",
+                        seq=seq, event_type="tool/result")
         source = (message or {}).get("source") or {}
         call_id = source.get("callId") if isinstance(source, dict) else None
         if not isinstance(call_id, str):
@@ -279,6 +406,9 @@ class StructureChecker:
                         event_type="tool/result")
 
     def finish(self, last_seq: int | None) -> None:
+        if self.seeded and self.seed_markers == 0:
+            self.report("seed-marker", "a seeded session (header isSeeded) has no inherited session/end-seed "
+                        "marker: its inherited cut is unknown", seq=None, event_type=None, rejects=True)
         open_turn = self.turn is not None
         for call_id, seq in self.calls.items():
             self.report("tool-pairing", f"tool call {call_id!r} has no tool/result"

@@ -1,8 +1,9 @@
 """The surface fold: which events are model-visible, in which order, and the message each projects to.
 
-Nodes are event seqs in model-visible order. `append` pushes a node; `{op:'replace',start,end}` names two live
-nodes by seq and splices everything from the first through the second, by their positions in the list (after an
-earlier replace, `start` can be numerically greater than `end`), into the replacing event.
+Nodes are event seqs in model-visible order. `append` pushes a node; `{op:'replace',startSeq,endSeq}` (spelled
+`start`/`end` until v2; events arrive lifted) names two live nodes by seq and splices everything from the first
+through the second, by their positions in the list (after an earlier replace, `startSeq` can be numerically
+greater than `endSeq`), into the replacing event.
 Each node's message is projected and serialized once, when it joins the surface.
 """
 
@@ -13,33 +14,45 @@ from typing import Any
 from .jsjson import dumps_bytes
 from .seqlist import SeqFacts, seq_facts
 
-SURFACE_TYPES = ("user/message", "assistant/message", "tool/result")
+# Surface types whose message projects to nothing when its content is empty (an empty system head, say).
+_EMPTY_PROJECTS_NOTHING = frozenset({"assistant/message", "system/message", "developer/message"})
 
 
 def derive_message(event: dict[str, Any]) -> Any | None:
-    """The per-event projection: the message an event contributes to every later request, or None."""
+    """The per-event projection: the message an event contributes to every later request, or None.
+    A user/message's data is its message; every other surface type wraps it in `data.message`."""
     kind = event.get("type")
     data = event.get("data")
     if kind == "user/message":
         return data
-    if kind == "assistant/message":
-        message = data.get("message") if isinstance(data, dict) else None
+    message = data.get("message") if isinstance(data, dict) else None
+    if kind in _EMPTY_PROJECTS_NOTHING:
         content = message.get("content") if isinstance(message, dict) else None
         return None if isinstance(content, list) and not content else message
-    if kind == "tool/result":
-        return data.get("message") if isinstance(data, dict) else None
-    return None
+    return message if kind == "tool/result" else None
 
 
 class SurfaceError(Exception):
-    """A surface operation the reference refuses; the message follows the reference's wording."""
+    """A surface operation the reference refuses; the message follows the reference's wording, `code` names
+    the finding."""
+
+    def __init__(self, message: str, code: str = "surface-provenance") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+_HEAD_REWRITE = ("surface replace: node 0 holds the system prompt and may be rewritten only by a system/message "
+                 "over exactly that node")
 
 
 def _masked_tool_result(data: Any) -> Any:
-    """A tool/result's data with the first result block's content masked (what a rewrite may change)."""
+    """A tool/result's data with its result content masked (what a rewrite may change): the first result
+    block's content, or from v4, where the result is a tool-role message, the message content itself."""
     if not isinstance(data, dict) or not isinstance(data.get("message"), dict):
         return data
     message = data["message"]
+    if message.get("role") == "tool":
+        return {**data, "message": {**message, "content": None}}
     content = message.get("content")
     first = content[0] if isinstance(content, list) and content and isinstance(content[0], dict) else {}
     return {**data, "message": {**message, "content": [{**first, "content": None}]}}
@@ -71,9 +84,15 @@ def check_provenance(event: dict[str, Any], seq: int, shadowed: list[int]) -> No
 
 
 class Surface:
-    """Live surface nodes with their serialized messages. Memory is bounded by the live surface."""
+    """Live surface nodes with their serialized messages. Memory is bounded by the live surface.
 
-    def __init__(self) -> None:
+    With `protect_head` (v3 on, where the system prompt is a surface node): a system/message at node 0 is the
+    protected head. Only a system/message over exactly that node may rewrite it (so compactions start after
+    it), and a system/message joins a non-empty surface only behind such a head."""
+
+    def __init__(self, *, protect_head: bool = False) -> None:
+        self.protect_head = protect_head
+        self.head_is_system = False
         self.nodes: list[int] = []
         self.messages: dict[int, bytes | None] = {}     # node seq -> serialized message (None: projects nothing)
         self.tool_results: dict[int, Any] = {}          # node seq -> data, kept for rewrite checks
@@ -82,6 +101,13 @@ class Surface:
 
     def append(self, seq: int, event: dict[str, Any]) -> None:
         check_provenance(event, seq, [])
+        if self.protect_head:
+            system = event.get("type") == "system/message"
+            if not self.nodes:
+                self.head_is_system = system
+            elif system and not self.head_is_system:
+                raise SurfaceError("system/message requires a protected first surface head (a system/message at "
+                                   "node 0)", "system-head")
         self._admit(seq, event)
         self.nodes.append(seq)
         message = self.messages[seq]
@@ -89,19 +115,22 @@ class Surface:
             self.visible.append(message)
 
     def replace(self, seq: int, event: dict[str, Any], op: dict[str, Any]) -> list[int]:
-        start, end = op["start"], op["end"]
+        start, end = op["startSeq"], op["endSeq"]
         try:
             i = self.nodes.index(start)
         except ValueError:
-            raise SurfaceError(f"surface replace: start seq {start} not found in surface") from None
+            raise SurfaceError(f"surface replace: start seq {start} not found in surface",
+                               "replace-missing-node") from None
         try:
             j = self.nodes.index(end)
         except ValueError:
-            raise SurfaceError(f"surface replace: end seq {end} not found in surface") from None
+            raise SurfaceError(f"surface replace: end seq {end} not found in surface", "replace-missing-node") from None
         if i > j:
             raise SurfaceError(f"surface replace: start seq {start} (index {i}) is after end seq {end} (index {j})")
         shadowed = self.nodes[i:j + 1]
         check_provenance(event, seq, shadowed)
+        if self.protect_head and i == 0 and self.head_is_system and (event.get("type") != "system/message" or j):
+            raise SurfaceError(_HEAD_REWRITE, "system-head")
         if event.get("type") == "tool/result":
             if len(shadowed) != 1:
                 raise SurfaceError("tool/result surface replacement must rewrite exactly one current node")
@@ -110,6 +139,8 @@ class Surface:
             if _masked_tool_result(self.tool_results[shadowed[0]]) != _masked_tool_result(event.get("data")):
                 raise SurfaceError("tool/result surface replacement may change only content")
         self._admit(seq, event)
+        if i == 0:
+            self.head_is_system = event.get("type") == "system/message"
         self.nodes[i:j + 1] = [seq]
         for node in shadowed:
             self.messages.pop(node, None)

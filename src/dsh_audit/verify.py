@@ -14,12 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from .errors import DshAuditError
-from .findings import Finding
-from .fold import RebuiltRequest, RequestFold
-from .readers import discover, open_logs
+from .findings import Finding, Report
+from .fold import RebuiltRequest
+from .generations import generations
+from .readers import open_logs
+from .readers.discover import discover_logs
 from .records import LogSource
 from .structure import StructureChecker
 from .vocabulary import validate_event, validate_header, vocabulary
+from .walker import Walked, Walker
 
 
 @dataclass(slots=True)
@@ -37,11 +40,13 @@ class RequestDigest:
 @dataclass(slots=True)
 class LogReport:
     label: str
+    generation: int | None = None    # the log format version read (None: unreadable before its header)
     findings: list[Finding] = field(default_factory=list)
     requests: list[RequestDigest] = field(default_factory=list)   # kept only with keep_requests
     request_count: int = 0
     events: int = 0
     read_error: str | None = None    # the log could not be read at all (exit 2)
+    superseded_by: str | None = None  # an older generation, skipped: the newer file read instead
     seconds: float = 0.0             # wall time spent verifying it (JUnit reports it per test case)
 
     keep_requests: bool = True
@@ -50,6 +55,10 @@ class LogReport:
         self.request_count += 1
         if self.keep_requests:
             self.requests.append(_digest(request))
+
+    @property
+    def skipped(self) -> bool:
+        return self.superseded_by is not None
 
     @property
     def rejected(self) -> bool:
@@ -89,37 +98,45 @@ def verify_source(source: LogSource, *, message_prefix: str = "legacy", keep_req
     return report
 
 
+class SchemaCheck:
+    """Each admitted event against its own generation's schemas (packed members are expanded by us from a row
+    the reader validated, so they are skipped)."""
+
+    def __init__(self, report: Report, generation: int) -> None:
+        self.report = report
+        self.generation = generation
+
+    def observe(self, walked: Walked) -> None:
+        event, record = walked.native, walked.record
+        if event is None or record is None or record.packed:
+            return
+        for violation in validate_event(event, self.generation):
+            self.report("schema", f"{violation.pointer or '/'}: {violation.message}", seq=record.seq,
+                        event_type=event.get("type"))
+
+    def finish(self, last_seq: int | None) -> None:
+        pass
+
+
 def _verify_source(source: LogSource, message_prefix: str, keep_requests: bool) -> LogReport:
-    report = LogReport(label=source.label, keep_requests=keep_requests)
+    generation = source.generation
+    report = LogReport(label=source.label, generation=generation.version, keep_requests=keep_requests)
     findings = report.findings
-    fold = RequestFold(source.header, label=source.label, message_prefix=message_prefix,
-                       on_finding=findings.append)
-    structure = StructureChecker(fold.finding, seeded=False)
-    for violation in validate_header(source.header):
+    for violation in validate_header(source.header, generation.version):
         findings.append(Finding("schema", f"session header {violation.pointer or '/'}: {violation.message}",
                                 line=source.header_line, log=source.label))
-    last_seq: int | None = None
+    walker = Walker(source, message_prefix=message_prefix, on_finding=findings.append)
+    walker.checks = [SchemaCheck(walker.sink.report, generation.version),
+                     StructureChecker(walker.sink.report, generation, source.header)]
     try:
-        for record in source.records(expand=False):
-            report.events += record.count
-            closed = fold.feed(record)
-            event = fold.last_event
-            if event is not None:
-                if not record.packed:   # packed members are expanded by us from a row the reader validated
-                    for violation in validate_event(event):
-                        fold.finding("schema", f"{violation.pointer or '/'}: {violation.message}",
-                                     seq=record.seq, event_type=event.get("type"))
-                structure.observe(event, record.seq)
-            if closed is not None:
-                report.add(closed)
-            last_seq = record.seq
+        for walked in walker:
+            if walked.closed is not None:
+                report.add(walked.closed)
     except DshAuditError as error:   # unreadable from here on: keep what was found before
         report.read_error = str(error)
+        report.events = walker.events
         return report
-    closed = fold.finish()
-    if closed is not None:
-        report.add(closed)
-    structure.finish(last_seq)
+    report.events = walker.events
     if source.torn_tail is not None:
         tail = source.torn_tail
         what = (f"dropped torn final line {tail.line} ({tail.dropped_bytes} bytes)" if tail.dropped_bytes
@@ -144,25 +161,42 @@ def verify_path(path: Path, *, message_prefix: str = "legacy", keep_requests: bo
 
 
 def verify_paths(paths: Iterable[Path], *, message_prefix: str = "legacy", jobs: int | None = 1,
-                 keep_requests: bool = True) -> Iterator[LogReport]:
-    """Reports for every log below `paths`, in discovery order. `jobs` > 1 (None: one per core) verifies logs in
+                 keep_requests: bool = True, all_generations: bool = False) -> Iterator[LogReport]:
+    """Reports for every log below `paths`, in discovery order, then one per older generation skipped in a
+    session directory (all are read with `all_generations`). `jobs` > 1 (None: one per core) verifies logs in
     that many processes; the output order stays deterministic."""
-    files = discover(list(paths))
+    found = discover_logs(list(paths), all_generations=all_generations)
+    yield from _verified(found.files, found.ambiguous, message_prefix, jobs, keep_requests)
+    for older, newer in sorted(found.skipped.items()):
+        yield LogReport(label=str(older), superseded_by=str(newer))
+
+
+def _verified(files: list[Path], ambiguous: dict[Path, str], message_prefix: str, jobs: int | None,
+              keep_requests: bool) -> Iterator[LogReport]:
+    def verify_one(path: Path) -> list[LogReport]:
+        if path in ambiguous:
+            return [LogReport(label=str(path), read_error=f"{path}: {ambiguous[path]}")]
+        return verify_path(path, message_prefix=message_prefix, keep_requests=keep_requests)
+
     workers = min(jobs or os.cpu_count() or 1, len(files))
     if workers <= 1:
         for path in files:
-            yield from verify_path(path, message_prefix=message_prefix, keep_requests=keep_requests)
+            yield from verify_one(path)
         return
-    vocabulary()   # compile the schemas once, before the workers fork, instead of once per worker
+    for known in generations():   # compile the schemas once, before the workers fork, not once per worker
+        vocabulary(known.version)
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        verify_one = partial(verify_path, message_prefix=message_prefix, keep_requests=keep_requests)
-        for reports in pool.map(verify_one, files, chunksize=max(1, len(files) // (workers * 8))):
-            yield from reports
+        verify_many = partial(verify_path, message_prefix=message_prefix, keep_requests=keep_requests)
+        readable = [path for path in files if path not in ambiguous]
+        mapped = pool.map(verify_many, readable, chunksize=max(1, len(readable) // (workers * 8)))
+        for path in files:   # the pool's results come in the order of `readable`
+            yield from verify_one(path) if path in ambiguous else next(mapped)
 
 
 def summary(reports: list[LogReport], strict: bool = False) -> dict[str, Any]:
     return {
-        "logs": len(reports),
+        "logs": sum(not r.skipped for r in reports),
+        "skipped": sum(r.skipped for r in reports),
         "failed": sum(r.failed(strict) for r in reports),
         "unreadable": sum(r.read_error is not None for r in reports),
         "requests": sum(r.request_count for r in reports),

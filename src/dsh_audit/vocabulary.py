@@ -51,6 +51,7 @@ class Vocabulary:
     retired_legacy: Mapping[str, str]   # legacy type the loader no longer knows: refused unless ignorable
     declared_in: Mapping[str, str]  # type -> upstream file that declares it
     renamed_from: Mapping[str, str]  # type -> the name it had in the previous generation (x-dsh-renamed-from)
+    forbids_sources: frozenset[str]  # surface types that may not carry sourceEventSeqs (x-dsh-forbids-source-...)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +104,10 @@ def _vocabulary(event_schemas: Iterable[dict[str, Any]]) -> Vocabulary:
     retired: dict[str, str] = {}
     declared: dict[str, str] = {}
     renamed: dict[str, str] = {}
+    no_sources: set[str] = set()
     for schema in event_schemas:
+        if schema.get("x-dsh-forbids-source-event-seqs") is True:
+            no_sources.add(schema["x-dsh-type"])
         kind: str = schema["x-dsh-type"]
         declared[kind] = schema["x-dsh-declared-in"]
         if "x-dsh-renamed-from" in schema:
@@ -121,7 +125,7 @@ def _vocabulary(event_schemas: Iterable[dict[str, Any]]) -> Vocabulary:
                 surface.add(kind)
     return Vocabulary(frozenset(known), frozenset(surface), MappingProxyType(upgraded),
                       MappingProxyType(rejected), MappingProxyType(retired), MappingProxyType(declared),
-                      MappingProxyType(renamed))
+                      MappingProxyType(renamed), frozenset(no_sources))
 
 
 @cache

@@ -1,12 +1,21 @@
-"""Which files are dsh session logs, told by their content (plus the zstd suffix the writer uses)."""
+"""Which files are dsh session logs, told by their content (plus the zstd suffix the writer uses), and which
+of them to read: in a session directory only the newest generation of each log is current.
+
+dsh never rewrites a generation: a migration writes its successor beside it (session.jsonl, then
+session.v2.jsonl.zstd, session.v3.jsonl; a child session.1.jsonl, then session.1.v3.jsonl), and reads the
+highest. Below a directory the older generations are therefore skipped (reported, never read) unless every
+generation is asked for; a file named on the command line is always read.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from dsh_audit.errors import LogReadError
+from dsh_audit.generations import parse_log_name
 from dsh_audit.readers.jsonvalue import JsonProblem, parse_json
 from dsh_audit.readers.sqlite import APPLICATION_ID, SQLITE_MAGIC
 from dsh_audit.readers.zstd import ZSTD_MAGIC
@@ -69,14 +78,49 @@ def _walk(directory: Path) -> list[Path]:
     return sorted(found)
 
 
-def discover(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
-    """Files as given; each directory replaced by every dsh log below it, sorted. No duplicates."""
-    result: list[Path] = []
+@dataclass(slots=True)
+class Discovery:
+    """The logs to read, in order; the older generations left out (each with the file read instead); and
+    generations stored twice (compressed and not), which cannot be told apart and are read as errors."""
+
+    files: list[Path] = field(default_factory=list)
+    skipped: dict[Path, Path] = field(default_factory=dict)
+    ambiguous: dict[Path, str] = field(default_factory=dict)
+
+
+def _newest_generations(found: list[Path], discovery: Discovery) -> list[Path]:
+    groups: dict[tuple[Path, str], list[tuple[int, Path]]] = {}
+    for path in found:
+        name = parse_log_name(path.name)
+        if name.version is not None:
+            groups.setdefault((path.parent, name.group), []).append((name.version, path))
+    kept = set(found)
+    for members in groups.values():
+        top = max(version for version, _ in members)
+        newest = sorted(path for version, path in members if version == top)
+        for version, path in members:
+            if version < top:
+                kept.discard(path)
+                discovery.skipped[path] = newest[0]
+        if len(newest) > 1:
+            for path in newest[1:]:
+                kept.discard(path)
+            discovery.ambiguous[newest[0]] = (f"generation v{top} is stored twice ("
+                                              f"{', '.join(p.name for p in newest)}): cannot tell which is current")
+    return [path for path in found if path in kept]
+
+
+def discover_logs(paths: Iterable[str | os.PathLike[str]], *, all_generations: bool = False) -> Discovery:
+    """Files as given; each directory replaced by the dsh logs below it, sorted: the newest generation of each
+    log, or every generation with `all_generations`. No duplicates."""
+    discovery = Discovery()
     seen: set[Path] = set()
     for given in paths:
         path = Path(given)
         if path.is_dir():
             expanded = _walk(path)
+            if not all_generations:
+                expanded = _newest_generations(expanded, discovery)
         elif path.exists():
             expanded = [path]
         else:
@@ -84,5 +128,12 @@ def discover(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
         for item in expanded:
             if item not in seen:
                 seen.add(item)
-                result.append(item)
-    return result
+                discovery.files.append(item)
+    for item in seen:
+        discovery.skipped.pop(item, None)
+    return discovery
+
+
+def discover(paths: Iterable[str | os.PathLike[str]], *, all_generations: bool = False) -> list[Path]:
+    """The files discover_logs selects (see there)."""
+    return discover_logs(paths, all_generations=all_generations).files

@@ -22,15 +22,14 @@ from pathlib import Path
 from typing import BinaryIO
 
 from dsh_audit.errors import LogReadError
-from dsh_audit.readers.jsonvalue import MAX_SAFE_INTEGER, JsonProblem, is_number, js_number, parse_json, safe_int
-from dsh_audit.readers.packed import CHUNK_ROW_TYPES, MalformedRow, check_row
+from dsh_audit.generations import generations, parse_log_name
+from dsh_audit.readers.codecs import Codec
+from dsh_audit.readers.jsonvalue import JsonProblem, is_number, js_number, parse_json, safe_int
 from dsh_audit.records import JSON, LogRecord, LogSource, TornTail
 
 # (physical line number from 1, line bytes without the newline, whether a newline ended it)
 Line = tuple[int, bytes, bool]
 
-SUPPORTED_FORMAT_VERSION = 0
-_ENVELOPE_KEYS = frozenset({"type", "seq0", "time0", "data"})
 _UNTERMINATED = ("final line has no trailing newline; the reference loader ignores an unterminated "
                  "record even if it parses")
 
@@ -45,21 +44,24 @@ def raw_lines(handle: BinaryIO) -> Iterator[Line]:
 
 
 def version_refusal(session_id: JSON, version: JSON) -> str:
-    """The reference's directional refusal of a format version it does not read."""
+    """Why a format version is not read: newer than every generation this dsh-audit knows, or not one."""
     shown = f'session "{session_id}" uses log format v{js_number(version)}'
-    if isinstance(version, int | float) and version > SUPPORTED_FORMAT_VERSION:
-        return (f"{shown}, but only v{SUPPORTED_FORMAT_VERSION} is supported: it was written by a newer "
-                "harness, upgrade to read it")
-    return f"{shown}, older than the supported v{SUPPORTED_FORMAT_VERSION}; there is no upgrade path for it"
+    known = generations()
+    if isinstance(version, int | float) and version > known[-1].version:
+        return (f"{shown}, newer than any generation dsh-audit knows (v{known[0].version} to "
+                f"v{known[-1].version})")
+    return f"{shown}, which is not a dsh log generation (dsh-audit reads v{known[0].version} to v{known[-1].version})"
 
 
-def check_header(value: JSON, *, label: str, line: int | None) -> dict[str, JSON]:
+def check_header(value: JSON, *, label: str, line: int | None, name_version: int | None = None) -> dict[str, JSON]:
     """Accept a session header object. The version is refused before any shape check, like the reference.
-    A header without `version` is accepted: 7 committed fixtures lack it and the reference's fixture
-    reader skips the header (its persistence loader would refuse them)."""
+    A header without `version` is read as v0: 7 committed fixtures lack it and the reference's fixture
+    reader skips the header (its persistence loader would refuse them). A canonical file name
+    (session.jsonl, session.vN.jsonl) must agree with the header's version, as dsh's own reader requires."""
     if isinstance(value, dict):
         version = value.get("version")
-        if is_number(version) and version != SUPPORTED_FORMAT_VERSION:
+        known = safe_int(version) if is_number(version) else None
+        if is_number(version) and (known is None or not 0 <= known <= generations()[-1].version):
             raise LogReadError(version_refusal(value.get("id"), version), path=label, line=line)
     if not isinstance(value, dict) or value.get("type") != "session":
         raise LogReadError('first line is not a session header: expected {"type":"session",...}',
@@ -68,11 +70,16 @@ def check_header(value: JSON, *, label: str, line: int | None) -> dict[str, JSON
         raise LogReadError("session header version must be a number", path=label, line=line)
     if not isinstance(value.get("id"), str):
         raise LogReadError("session header has no string id", path=label, line=line)
+    version = int(value.get("version", 0))
+    if name_version is not None and version != name_version:
+        raise LogReadError(f"the header says log format v{version} but the file name says v{name_version} "
+                           "(session.jsonl is v0, session.vN.jsonl is vN): renamed or mislabelled",
+                           path=label, line=line)
     return value
 
 
-def _read_header(lines: Iterator[Line], label: str, tail_note: Callable[[], str | None]
-                 ) -> tuple[dict[str, JSON], int]:
+def _read_header(lines: Iterator[Line], label: str, tail_note: Callable[[], str | None],
+                 name_version: int | None) -> tuple[dict[str, JSON], int]:
     for number, data, terminated in lines:
         if not data.strip():
             continue
@@ -84,46 +91,15 @@ def _read_header(lines: Iterator[Line], label: str, tail_note: Callable[[], str 
         except JsonProblem as problem:
             raise LogReadError(f"session header line: {problem}; expected a JSON object",
                                path=label, line=number) from None
-        return check_header(value, label=label, line=number), number
+        return check_header(value, label=label, line=number, name_version=name_version), number
     note = tail_note()
     raise LogReadError("empty log: no session header line" + (f" ({note})" if note else ""), path=label)
-
-
-def _decode(value: JSON, number: int, position: int, label: str) -> LogRecord:
-    """The record one stored line holds: an event, or a packed row kept as one run record."""
-    if not isinstance(value, dict):
-        raise LogReadError("expected a JSON object (an event or a packed chunk row)",
-                           path=label, line=number, seq=position)
-    kind = value.get("type")
-    if isinstance(kind, str) and kind in CHUNK_ROW_TYPES:   # a list or object type is unhashable
-        keys = set(value)
-        if not keys <= _ENVELOPE_KEYS or "data" not in keys:
-            raise LogReadError(f"malformed {kind} storage row: envelope must be exactly {{type, seq0, time0, "
-                               "data}} (seq0/time0 absent in the fixture form)",
-                               path=label, line=number, seq=position)
-        try:
-            row = check_row(str(kind), value.get("seq0"), value.get("time0"), value["data"])
-        except MalformedRow as bad:
-            raise LogReadError(str(bad), path=label, line=number, seq=position) from None
-        explicit = row.first_seq is not None
-        return LogRecord(line=number, seq=row.first_seq if row.first_seq is not None else position,
-                         event=row.first_event(), packed=True, explicit_seq=explicit, run=row)
-    if not isinstance(kind, str):
-        raise LogReadError("event has no string type", path=label, line=number, seq=position)
-    if "seq" not in value:
-        return LogRecord(line=number, seq=position, event=value)
-    seq = value["seq"]
-    if type(seq) is not int or not 0 <= seq <= MAX_SAFE_INTEGER:   # the common case first, without a call
-        seq = safe_int(seq)
-        if seq is None or seq < 0:
-            raise LogReadError(f"seq must be a non-negative safe integer, got {value['seq']!r}",
-                               path=label, line=number, seq=position, event_type=kind)
-    return LogRecord(line=number, seq=seq, event=value, explicit_seq=True)
 
 
 def _records(source: LogSource, lines: Iterable[Line], tail_note: Callable[[], str | None],
              on_close: Callable[[], None]) -> Iterator[LogRecord]:
     label = source.label
+    decode = Codec(source.generation, label).decode
     position = 0
     last_line = source.header_line
     unparsable: tuple[int, str, int] | None = None  # (line, why, bytes) of a line not yet known to be last
@@ -143,7 +119,7 @@ def _records(source: LogSource, lines: Iterable[Line], tail_note: Callable[[], s
             if not terminated:
                 source.torn_tail = TornTail(number, len(data), _UNTERMINATED)
                 continue
-            record = _decode(value, number, position, label)
+            record = decode(value, number, position)
             yield record
             position += 1 if record.run is None else len(record.run)
         if unparsable is not None:
@@ -169,10 +145,11 @@ def _first_record_has_seq(first: Line | None) -> bool:
 
 
 def open_lines(label: str, lines: Iterator[Line], tail_note: Callable[[], str | None],
-               on_close: Callable[[], None]) -> LogSource:
-    """Read the header now and return a source that decodes the remaining lines on iteration."""
+               on_close: Callable[[], None], *, name_version: int | None = None) -> LogSource:
+    """Read the header now and return a source that decodes the remaining lines on iteration.
+    `name_version` is the generation the file's canonical name states, if it does."""
     try:
-        header, header_line = _read_header(lines, label, tail_note)
+        header, header_line = _read_header(lines, label, tail_note, name_version)
         first = next((line for line in lines if line[1].strip()), None)
     except BaseException:
         on_close()
@@ -184,6 +161,14 @@ def open_lines(label: str, lines: Iterator[Line], tail_note: Callable[[], str | 
     return source
 
 
+def name_version(path: Path) -> int | None:
+    """The generation a canonical log file name states (session.jsonl: 0, session.v3.jsonl: 3)."""
+    name = parse_log_name(path.name)
+    return name.version if name.canonical else None
+
+
 def open_jsonl(path: Path) -> LogSource:
     handle = path.open("rb")
-    return open_lines(str(path), raw_lines(handle), lambda: None, handle.close)
+    source = open_lines(str(path), raw_lines(handle), lambda: None, handle.close, name_version=name_version(path))
+    source.reopen = lambda: open_jsonl(path)
+    return source

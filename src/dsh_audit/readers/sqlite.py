@@ -19,7 +19,6 @@ from urllib.parse import quote
 import zstandard
 
 from dsh_audit.errors import LogReadError
-from dsh_audit.readers.jsonl import SUPPORTED_FORMAT_VERSION, version_refusal
 from dsh_audit.readers.jsonvalue import MAX_SAFE_INTEGER, JsonProblem, parse_json
 from dsh_audit.readers.packed import CHUNK_ROW_TYPES, MemberBounds, PackedRow, check_row
 from dsh_audit.records import JSON, LogRecord, LogSource, TornTail
@@ -123,8 +122,9 @@ def decode_row(row: tuple[Any, ...]) -> dict[str, JSON] | PackedRow:
 
 def _header(row: tuple[Any, ...], label: str) -> dict[str, JSON]:
     sid, version, created_at, cwd, parent, seed_length, origin, depth, preset = row
-    if version != SUPPORTED_FORMAT_VERSION:
-        raise LogReadError(version_refusal(sid, version), path=label)
+    if version != 0:   # schema 17 stores the v0 layout (packed rows, seed_length); later writers use JSONL
+        raise LogReadError(f'session "{sid}" is stored as log format v{version}; the SQLite schema-17 reader '
+                           "reads format v0 only", path=label)
     header: dict[str, JSON] = {"type": "session", "version": version, "id": sid, "createdAt": created_at}
     optional = (("cwd", cwd), ("parentSession", parent), ("seedLength", seed_length), ("origin", origin),
                 ("delegationDepth", depth), ("agentPreset", preset))

@@ -16,7 +16,7 @@ from typing import BinaryIO
 import zstandard
 
 from dsh_audit.errors import LogReadError
-from dsh_audit.readers.jsonl import Line, open_lines
+from dsh_audit.readers.jsonl import Line, name_version, open_lines
 from dsh_audit.records import LogSource
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"  # 0xFD2FB528 little-endian
@@ -98,4 +98,7 @@ class ZstdLines:
 def open_zstd(path: Path) -> LogSource:
     handle = path.open("rb")
     lines = ZstdLines(handle, str(path))
-    return open_lines(str(path), iter(lines), lambda: lines.incomplete_frame, handle.close)
+    source = open_lines(str(path), iter(lines), lambda: lines.incomplete_frame, handle.close,
+                        name_version=name_version(path))
+    source.reopen = lambda: open_zstd(path)
+    return source

@@ -22,23 +22,26 @@ import polars as pl
 
 from ..deepseek_wire import to_wire_body, wire_prompt_text
 from ..errors import DshAuditError
-from ..fold import Cause, RebuiltRequest, RequestFold
+from ..fold import Cause, RebuiltRequest
 from ..readers import discover, open_logs
 from ..records import LogSource
 from ..surface import derive_message
 from ..tokens import cacheable_tokens, common_prefix_length, token_ids
+from ..walker import Walker
 from .prices import Prices, price_for
 
 _ROW_BATCH = 2048
 
 # Logged cause kinds (fold.Cause.kind) as the report names them.
 CAUSE_NAMES = {"initial": "first-request", "resume": "resume", "end-seed": "resume-or-fork",
-               "header-change": "header-change", "model-change": "model-change", "replace": "compaction-replace"}
+               "header-change": "header-change", "model-change": "model-change", "replace": "compaction-replace",
+               "system-change": "system-prompt-change"}
 UNEXPLAINED = "unexplained"
 
 REQUEST_COLUMNS: dict[str, Any] = {
-    "row": pl.String, "log": pl.String, "sessionId": pl.String, "turn": pl.Int64, "step": pl.Int64,
-    "attempt": pl.Int64, "seq": pl.Int64, "provider": pl.String, "model": pl.String, "inherited": pl.Boolean,
+    "row": pl.String, "log": pl.String, "generation": pl.Int64, "sessionId": pl.String, "turn": pl.Int64,
+    "step": pl.Int64, "attempt": pl.Int64, "seq": pl.Int64, "provider": pl.String, "model": pl.String,
+    "inherited": pl.Boolean,
     "requests": pl.Int64, "inputTokens": pl.Int64, "cacheReadTokens": pl.Int64, "outputTokens": pl.Int64,
     "reasoningTokens": pl.Int64, "hitRatio": pl.Float64, "promptTokens": pl.Int64,
     "predictedPrefixTokens": pl.Int64, "predictedCacheTokens": pl.Int64, "withinBlock": pl.Boolean,
@@ -49,9 +52,9 @@ REQUEST_COLUMNS: dict[str, Any] = {
     "loggedBasisCompared": pl.Int64, "loggedBasisAgreeing": pl.Int64, "costUsd": pl.Float64, "priceModel": pl.String,
     "wireSha256": pl.String, "note": pl.String,
 }
-TABLE_COLUMNS = ("row", "log", "turn", "step", "attempt", "seq", "model", "inputTokens", "cacheReadTokens",
-                 "outputTokens", "hitRatio", "predictedCacheTokens", "withinBlock", "collapse", "cause",
-                 "causeDetail", "costUsd", "note")
+TABLE_COLUMNS = ("row", "log", "generation", "turn", "step", "attempt", "seq", "model", "inputTokens",
+                 "cacheReadTokens", "outputTokens", "hitRatio", "predictedCacheTokens", "withinBlock", "collapse",
+                 "cause", "causeDetail", "costUsd", "note")
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,16 +92,10 @@ def requests_with_answers(source: LogSource, *, message_prefix: str = "legacy", 
                           ) -> Iterator[tuple[RebuiltRequest, Any | None]]:
     """Each rebuilt request with the assistant message that answered it, when one was logged.
     Findings are ignored: a log the reference would refuse still reports what it can."""
-    fold = RequestFold(source.header, label=source.label, message_prefix=message_prefix, bodies=bodies,
-                       on_finding=lambda _finding: None)
-    for record in source.records(expand=False):
-        closed = fold.feed(record)
-        if closed is not None:
-            event = fold.last_event or {}
-            yield closed, derive_message(event) if event.get("type") == "assistant/message" else None
-    last = fold.finish()
-    if last is not None:
-        yield last, None
+    for walked in Walker(source, message_prefix=message_prefix, bodies=bodies, on_finding=lambda _finding: None):
+        if walked.closed is not None:
+            event = walked.event or {}
+            yield walked.closed, derive_message(event) if event.get("type") == "assistant/message" else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +127,11 @@ def _wire_request(request: RebuiltRequest, real: RealHeader) -> tuple[dict[str, 
     notes, approximate = [], False
     if "system" in request.placeholders:
         if real.system is not None:
-            body["system"] = real.system
+            head = next((m for m in body["messages"] if m.get("role") == "system"), None)
+            if "system" in body or head is None:
+                body["system"] = real.system
+            else:   # v3 on: the prompt is the system/message head
+                head["content"] = [{"type": "text", "text": real.system}]
             notes.append(f"system prompt from {real.origin} (log has {{{{system}}}})")
         else:
             notes.append("system prompt scrubbed ({{system}}): token counts exclude the real prompt")
@@ -233,7 +234,8 @@ def iter_log_rows(source: LogSource, options: CacheOptions, real: RealHeader | N
         price_model, price = price_for(request.model, options.prices)
         cost = None if usage is None else price.cost(fresh or 0, reads or 0, output or 0)
         row = {
-            "row": "request", "log": source.label, "sessionId": str(source.header.get("id")),
+            "row": "request", "log": source.label, "generation": source.generation.version,
+            "sessionId": str(source.header.get("id")),
             "turn": request.turn, "step": request.step, "attempt": request.attempt, "seq": request.dispatch_seq,
             "provider": request.provider, "model": request.model, "inherited": request.inherited, "requests": 1,
             "inputTokens": fresh, "cacheReadTokens": reads, "outputTokens": output,
@@ -295,7 +297,7 @@ def summarize(requests: pl.DataFrame, *, row: str, log: str | None) -> dict[str,
 
 
 def build_cache_report(paths: Iterable[str | os.PathLike[str]], options: CacheOptions = CacheOptions(), *,
-                 on_log: Callable[[Path], None] | None = None) -> pl.DataFrame:
+                       on_log: Callable[[Path], None] | None = None, all_generations: bool = False) -> pl.DataFrame:
     """Request rows of every log at `paths`, each log followed by its `log` summary row, then a `total` row.
     `on_log` is called once per file, after it is processed (progress reporting)."""
     schema = dict(REQUEST_COLUMNS)
@@ -304,13 +306,13 @@ def build_cache_report(paths: Iterable[str | os.PathLike[str]], options: CacheOp
     frames: list[pl.DataFrame] = []
     all_requests: list[pl.DataFrame] = []
     supplied = RealHeader(options.system, options.tools)
-    for file in discover(paths):
+    for file in discover(paths, all_generations=all_generations):
         real = sidecar_header(file) if options.sidecars else supplied
         for source in open_logs(file):
             requests = _request_frame(iter_log_rows(source, options, real), schema)
             all_requests.append(requests)
-            frames += [requests, pl.DataFrame([summarize(requests, row="log", log=source.label)],
-                                              schema=schema, orient="row")]
+            summary = {**summarize(requests, row="log", log=source.label), "generation": source.generation.version}
+            frames += [requests, pl.DataFrame([summary], schema=schema, orient="row")]
         if on_log is not None:
             on_log(file)
     everything = pl.concat(all_requests) if all_requests else pl.DataFrame(schema=schema)

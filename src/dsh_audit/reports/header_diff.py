@@ -3,6 +3,8 @@
 A fork or subagent child's first snapshot is diffed against its parent's snapshot in force at the fork,
 when the parent log sits in the same run (same directory, or the same SQLite store). Scrubbed fields
 ("{{system}}", "{{tools}}", ["{{messagePrefix}}"]) hide any real change, so they are `unverifiable`.
+From v3 the system prompt is the `system/message` head of the surface, not a header field: each snapshot
+carries the head in force as its `system`, and a head replaced between headers is a row of its own.
 """
 
 from __future__ import annotations
@@ -12,24 +14,25 @@ import json
 import os
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 from deepdiff import DeepDiff
 
-from ..fold import RequestFold
-from ..header import HeaderSnapshot, is_placeholder
+from ..header import HeaderSnapshot, is_placeholder, snapshot, system_text
 from ..jsjson import dumps
 from ..readers import discover, open_logs
 from ..records import LogSource
+from ..walker import Walker
 
-COLUMNS = {"log": pl.String, "sessionId": pl.String, "seq": pl.Int64, "turn": pl.Int64, "step": pl.Int64,
-           "reason": pl.String, "against": pl.String, "field": pl.String, "change": pl.String,
+COLUMNS = {"log": pl.String, "generation": pl.Int64, "sessionId": pl.String, "seq": pl.Int64, "turn": pl.Int64,
+           "step": pl.Int64, "reason": pl.String, "against": pl.String, "field": pl.String, "change": pl.String,
            "path": pl.String, "before": pl.String, "after": pl.String, "detail": pl.String}
-TABLE_COLUMNS = ("log", "seq", "turn", "step", "reason", "against", "field", "change", "path", "before", "after")
-CHILD_LOG = re.compile(r"^session\.\d+\.jsonl")
+TABLE_COLUMNS = ("log", "generation", "seq", "turn", "step", "reason", "against", "field", "change", "path", "before",
+                 "after")
+CHILD_LOG = re.compile(r"^session\.\d+\.(?:v\d+\.)?jsonl")
 
 
 @dataclass(slots=True)
@@ -47,6 +50,7 @@ class LogHeaders:
     label: str
     file: Path
     session: dict[str, Any]
+    generation: int
     snapshots: list[Snapshot] = field(default_factory=list)
     mentions: dict[str, int] = field(default_factory=dict)
 
@@ -63,30 +67,50 @@ class LogHeaders:
 
 
 def collect_headers(source: LogSource, file: Path, watch_ids: frozenset[str] = frozenset()) -> LogHeaders:
-    """Walk one log through the fold (so legacy events are upgraded and refused ones skipped, as the
-    reference does), keeping each admitted header snapshot with the turn and step it falls in."""
-    fold = RequestFold(source.header, label=source.label, on_finding=lambda _finding: None)
-    result = LogHeaders(label=source.label, file=file, session=source.header)
+    """Walk one log (so legacy events are upgraded and refused ones skipped, as the reference does), keeping
+    each admitted header snapshot with the turn and step it falls in."""
+    in_surface = source.generation.system_prompt == "surface"
+    result = LogHeaders(label=source.label, file=file, session=source.header, generation=source.generation.version)
     turn: int | None = None
     step: int | None = None
-    for record in source.records(expand=False):
-        before = fold.header
-        fold.feed(record)
-        event = fold.last_event or {}
+    header: HeaderSnapshot | None = None
+    head: str | None = None   # v3 on: the system prompt the surface head holds
+    for walked in Walker(source, on_finding=lambda _finding: None):
+        event, record = walked.event or {}, walked.record
+        if record is None:
+            continue
         raw_data = event.get("data")
         data: dict[str, Any] = raw_data if isinstance(raw_data, dict) else {}
-        if event.get("type") == "turn/start":
+        kind = event.get("type")
+        if kind == "turn/start":
             turn, step = _int(data.get("turn")), None
-        elif event.get("type") == "step/start":
+        elif kind == "step/start":
             step = _int(data.get("step"))
-        if fold.header is not None and fold.header is not before:
-            result.snapshots.append(Snapshot(record.seq, turn, step, fold.header))
+        elif kind == "request/header":
+            header = snapshot(record.seq, data, system=not in_surface)
+            result.snapshots.append(Snapshot(record.seq, turn, step, _with_head(header, head, in_surface)))
+        elif kind == "system/message" and (head is None or isinstance(event.get("surfaceOp"), dict)):
+            head = system_text(data.get("message"))
+            if header is not None:   # the prompt changed under the header in force: a row of its own
+                under = replace(header, reason="system/message")
+                result.snapshots.append(Snapshot(record.seq, turn, step, _with_head(under, head, in_surface)))
         if watch_ids:
             text = json.dumps(record.event)
             for session_id in watch_ids - result.mentions.keys():
                 if session_id in text:
                     result.mentions[session_id] = record.seq
     return result
+
+
+def _with_head(header: HeaderSnapshot, head: str | None, in_surface: bool) -> HeaderSnapshot:
+    """The snapshot as header-diff compares it: from v3 its system is the surface head's text."""
+    if not in_surface:
+        return header
+    raw = {key: value for key, value in header.raw.items() if key != "system"}
+    if head:
+        raw["system"] = head
+    scrubbed = tuple(key for key in ("system", "tools") if is_placeholder(raw.get(key)))
+    return replace(header, raw=raw, placeholders=scrubbed)
 
 
 def _int(value: Any) -> int | None:
@@ -270,8 +294,8 @@ def log_rows(log: LogHeaders, parent: tuple[LogHeaders, str] | None) -> Iterator
         against = (f"parent {parent[0].file.name} seq {previous.seq} ({basis}; matched by {parent[1]})"
                    if previous else None)
     for snap in log.snapshots:
-        base = {"log": log.label, "sessionId": log.session_id, "seq": snap.seq, "turn": snap.turn,
-                "step": snap.step, "reason": snap.header.reason,
+        base = {"log": log.label, "generation": log.generation, "sessionId": log.session_id, "seq": snap.seq,
+                "turn": snap.turn, "step": snap.step, "reason": snap.header.reason,
                 "against": against if against is not None else (f"seq {previous.seq}" if previous else None)}
         if previous is None:
             scrubbed = snap.header.placeholders
@@ -288,9 +312,9 @@ def log_rows(log: LogHeaders, parent: tuple[LogHeaders, str] | None) -> Iterator
         previous, against = snap, None
 
 
-def build_header_diff(paths: Iterable[str | os.PathLike[str]]) -> pl.DataFrame:
+def build_header_diff(paths: Iterable[str | os.PathLike[str]], *, all_generations: bool = False) -> pl.DataFrame:
     """The header-diff report over every log at `paths` (files or directories)."""
-    files = discover(paths)
+    files = discover(paths, all_generations=all_generations)
     runs: dict[Path, list[tuple[Path, LogSource]]] = {}
     for file in files:
         for source in open_logs(file):

@@ -1,0 +1,121 @@
+"""The one walk over a log: each stored record is decoded by its generation's codec (the reader), admitted
+and lifted (dsh_audit.admission), folded into requests (dsh_audit.fold) and shown to every check, in one
+pass. Verify, rebuild and the reports all consume this walk; a new generation, check or report is added here
+or beside it, never by reading another module's state back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .admission import Admission
+from .errors import LogRejected
+from .findings import Finding, FindingSink
+from .fold import RebuiltRequest, RequestFold
+from .records import LogRecord, LogSource
+
+Event = dict[str, Any]
+
+
+@dataclass(slots=True)
+class Walked:
+    """One step of the walk. At the end of the log a last step with `record` None may carry the attempt
+    that was still open."""
+
+    record: LogRecord | None
+    native: Event | None        # the event as its generation's loader admits it (what its schemas describe)
+    event: Event | None         # the same, lifted to the newest vocabulary (what the fold and checks read)
+    closed: RebuiltRequest | None   # the request attempt this event closed
+
+
+class Check(Protocol):
+    """A verify check fed by the walk. Checks report through the walk's FindingSink."""
+
+    def observe(self, walked: Walked) -> None: ...
+
+    def finish(self, last_seq: int | None) -> None: ...
+
+
+def raise_rejections(finding: Finding) -> None:
+    """The default for rebuilds: a finding that means dsh would refuse the log stops the walk."""
+    if finding.rejects:
+        raise LogRejected(finding.message, path=finding.log, line=finding.line, seq=finding.seq,
+                          event_type=finding.event_type)
+
+
+def inherited_cut(source: LogSource, sink: FindingSink) -> int | None:
+    """The seq below which a seeded child's events were inherited from its parent, by its generation's rule:
+    the header's seedLength (v0/v1), or the last session/end-seed tagged `inherited: true` (v2 on; the marker
+    itself is the child's). Only the end of the log tells the last marker, so that is a first pass over a
+    fresh copy of the log (children are the only logs that need it)."""
+    header = source.header
+    if source.generation.seed_cut == "seedLength":
+        seed_length = header.get("seedLength")
+        return seed_length if isinstance(seed_length, int) and not isinstance(seed_length, bool) else None
+    if header.get("isSeeded") is not True:
+        return None
+    if source.reopen is None:
+        sink.report("seed-cut-unknown", "a seeded session's inherited cut is its last inherited session/end-seed, "
+                    "and this reader cannot read the log twice: no request is marked inherited",
+                    seq=None, event_type=None, severity="warning")
+        return None
+    cut = None
+    for record in source.reopen().records(expand=False):
+        event = record.event
+        data = event.get("data")
+        if event.get("type") == "session/end-seed" and isinstance(data, dict) and data.get("inherited") is True:
+            cut = record.seq
+    return cut
+
+
+class Walker:
+    """Iterate to walk the log once; `events` counts the stored events seen so far."""
+
+    def __init__(self, source: LogSource, *, message_prefix: str = "legacy", bodies: bool = False,
+                 on_finding: Any = None, checks: Iterable[Check] = ()) -> None:
+        self.source = source
+        self.generation = source.generation
+        self.sink = FindingSink(source.label, on_finding or raise_rejections)
+        report = self.sink.report
+        self.admission = Admission(self.generation, str(source.header.get("id")), report)
+        self.fold = RequestFold(source.header, generation=self.generation, report=report,
+                                message_prefix=message_prefix, bodies=bodies,
+                                seed_cut=inherited_cut(source, self.sink))
+        self.checks = list(checks)
+        self.events = 0
+        self.last_seq: int | None = None
+        self._next_seq = 0
+
+    def __iter__(self) -> Iterator[Walked]:
+        sink, admit, feed, checks = self.sink, self.admission.admit, self.fold.feed, self.checks
+        for record in self.source.records(expand=False):
+            sink.line = record.line
+            seq = record.seq
+            self.events += record.count
+            if seq != self._next_seq:
+                kind = "seq-duplicate" if seq < self._next_seq else "seq-gap"
+                sink.report(kind, f"session event seq {seq} is not contiguous; expected {self._next_seq}",
+                            seq=seq, event_type=record.event.get("type"), rejects=True)
+            self._next_seq = seq + record.count
+            if record.problem is not None:
+                sink.report("source-ranges", record.problem, seq=seq, event_type=record.event.get("type"),
+                            rejects=True)
+            native, event = admit(record.event, seq)
+            walked = Walked(record, native, event, feed(record, event))
+            for check in checks:
+                check.observe(walked)
+            self.last_seq = seq
+            yield walked
+        last = self.fold.finish()
+        for check in checks:
+            check.finish(self.last_seq)
+        if last is not None:
+            yield Walked(None, None, None, last)
+
+    def requests(self) -> Iterator[RebuiltRequest]:
+        """Just the rebuilt requests, in dispatch order."""
+        for walked in self:
+            if walked.closed is not None:
+                yield walked.closed
