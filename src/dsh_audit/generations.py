@@ -72,7 +72,7 @@ def newest() -> Generation:
 # session.jsonl is generation 0, session.vN.jsonl generation N, children insert their index:
 # session.2.v3.jsonl; compression appends .zstd (dsh) or .zst. Other names say nothing about the generation.
 _CANONICAL = re.compile(r"^session(?:\.(?P<child>[0-9]+))?(?:\.v(?P<version>[1-9][0-9]*))?\.jsonl(?:\.zstd?)?$")
-_SUFFIX = re.compile(r"\.v(?P<version>[0-9]+)\.jsonl(?:\.zstd?)?$")
+_SUFFIX = re.compile(r"\.v(?P<version>[1-9][0-9]*)\.jsonl(?:\.zstd?)?$")
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,8 @@
 
 In every generation a `sourceEventSeqs` member may be an inclusive `[start, end]` range (the writers encode a
 run of three or more consecutive seqs that way). The codec expands them, with the official decoders' checks;
-a list that breaks them is reported (`LogRecord.problem`) and kept as stored.
+a list that breaks them is reported (`LogRecord.problem`) and left out of the event, so that one refusal
+is one finding.
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ class Codec:
                                            unique_earlier=self.generation.unique_source_ranges)
             if isinstance(decoded, str):
                 record.problem = decoded
+                record.event = {key: item for key, item in value.items() if key != "sourceEventSeqs"}
             elif decoded is not sources:
                 record.event = {**value, "sourceEventSeqs": decoded}
         return record
