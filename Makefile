@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-DEMO_LOG ?= sample_logs/compaction-recovery/session.jsonl
+DEMO_DIR ?= sample_logs/compaction-recovery
 SHARED_LOGS ?= ../shared/dsh-logs
 
 .PHONY: install demo test lint typecheck reference bench clean
@@ -16,9 +16,13 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The bundled session in two generations: v0 as dsh 0.1.1 wrote it, v3 as the official migration writes it.
+# A directory is read as dsh reads it (the newest generation); --all-generations verifies both.
 demo: install
-	$(BIN)/audit verify $(DEMO_LOG)
-	$(BIN)/audit rebuild --format digest $(DEMO_LOG)
+	$(BIN)/audit verify $(DEMO_DIR)
+	$(BIN)/audit verify --all-generations $(DEMO_DIR)
+	$(BIN)/audit rebuild --format digest $(DEMO_DIR)/session.jsonl
+	$(BIN)/audit rebuild --format digest $(DEMO_DIR)/session.v3.jsonl
 
 # The npm reference implementation, for the differential tests (pinned in tests/reference/package.json),
 # and the official format-migration packages of the v1/v2/v3 oracle (tests/reference-format/package.json).

@@ -373,3 +373,15 @@ def test_v0_drift_after_0_1_2_is_read(tmp_path: Path) -> None:
     path = tmp_path / "session.jsonl"
     path.write_text("".join(json.dumps(row) + "\n" for row in [log.header, *log.events]))
     assert codes(path) == []
+
+
+def test_the_bundled_v3_sample_is_the_v0_sample_with_its_prompt_moved_into_the_surface() -> None:
+    from test_generations_differential import system_moved_back
+
+    folder = Path(__file__).resolve().parents[1] / "sample_logs" / "compaction-recovery"
+    v0 = reconstruct_file(folder / "session.jsonl", message_prefix="drop").requests
+    v3 = reconstruct_file(folder / "session.v3.jsonl").requests
+    assert [(r.turn, r.step, r.attempt) for r in v3] == [(r.turn, r.step, r.attempt) for r in v0] == \
+        [(1, 1, 1), (1, 2, 1), (1, 2, 2)]
+    assert [system_moved_back(r.body or b"") for r in v3] == [r.body for r in v0]
+    assert [f.code for report in verify_path(folder) for f in report.findings] == []
