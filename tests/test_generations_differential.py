@@ -106,3 +106,33 @@ def test_migrated_logs_verify_as_their_v0_original(official_migration: dict[str,
         new_codes = {f.code for f in report.findings} - {f.code for f in v0.findings}
         assert not new_codes, f"{name} v{target}: {[f.render() for f in report.findings]}"
         assert report.failed() == v0.failed(), name
+
+
+# Each official refusal and the finding dsh-audit gives the same log: an error where the log breaks a rule of its
+# own generation, a note (severity info) where only the migration refuses what v0 reads and writes.
+REFUSAL_FINDINGS = {
+    "sourceEventSeqs exceeds its event seq": "surface-provenance",
+    "assistant/attempt does not match an open turn and step": "step-enclosure",
+    'header config lacks required member "provider"': "shape",
+    'turn/end 0 data has unexpected member "error"': "legacy-malformed",
+    'hook/result 0 data lacks required member "turn"': "schema",
+    "uses unsupported descriptor version 2": "migration-refused",
+    "surface before first step cannot acquire a system head": "migration-refused",
+}
+
+
+def test_every_official_refusal_is_a_finding_of_the_same_cause(official_migration: dict[str, MigratedLog]) -> None:
+    refused = 0
+    for name, log in official_migration.items():
+        [report] = verify_path(log.v0)
+        notes = {f.message.split(":")[0] for f in report.findings if f.code == "migration-refused"}
+        first = next((message for message in log.targets.values() if isinstance(message, str)), None)
+        if first is None:
+            assert not notes, f"{name}: migrates to v3, yet noted as refused"
+            continue
+        refused += 1
+        [code] = [code for cause, code in REFUSAL_FINDINGS.items() if cause in first]
+        assert code in {f.code for f in report.findings}, f"{name}: refused ({first}) without {code}"
+        if log.ok(1):   # reached v1, so not the descriptor
+            assert not any("0.1.3" in note for note in notes), name
+    assert refused == 44

@@ -132,9 +132,10 @@ def _render_table(reports: list[LogReport], strict: bool) -> None:
         for finding in report.findings:
             click.echo(printable(f"    {finding.render()}"))
     totals = summary(reports, strict)
+    notes = f", {totals['notes']} note(s)" if totals["notes"] else ""
     skipped = f", {totals['skipped']} older generation(s) skipped" if totals["skipped"] else ""
     click.echo(f"{totals['logs']} log(s), {totals['failed']} failed, {totals['requests']} request(s) rebuilt, "
-               f"{totals['errors']} error(s), {totals['warnings']} warning(s){skipped}")
+               f"{totals['errors']} error(s), {totals['warnings']} warning(s){notes}{skipped}")
 
 
 @main.command()

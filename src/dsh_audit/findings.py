@@ -10,7 +10,7 @@ from dataclasses import dataclass
 class Finding:
     code: str                  # stable kebab-case id, e.g. "seq-gap", "replace-missing-node"
     message: str
-    severity: str = "error"    # "error" | "warning" (warnings count only under --strict)
+    severity: str = "error"    # "error" | "warning" (counts only under --strict) | "info" (never fails a log)
     seq: int | None = None
     line: int | None = None
     event_type: str | None = None
@@ -27,6 +27,11 @@ class Finding:
 
 # How checks report: (code, message, *, seq, event_type, rejects=False, severity="error"); see FindingSink.
 Report = Callable[..., None]
+
+
+def counts(finding: Finding, strict: bool) -> bool:
+    """Whether a finding fails its log: errors always, warnings under --strict, notes never."""
+    return finding.severity == "error" or (strict and finding.severity == "warning")
 
 
 class FindingSink:

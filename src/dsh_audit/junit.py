@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePath
 
+from .findings import counts
 from .verify import LogReport
 
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -58,7 +59,7 @@ def cases_from_reports(reports: Iterable[LogReport], *, strict: bool,
         if report.superseded_by is not None:
             cases.append(case_for_log(report.label, skipped=f"an older generation: read {report.superseded_by}"))
             continue
-        counted = [f for f in report.findings if f.severity == "error" or strict]
+        counted = [f for f in report.findings if counts(f, strict)]
         read_as = [] if report.generation is None else [f"read as log format v{report.generation}"]
         details = "\n".join([*read_as, *(f.render() for f in report.findings)])
         if report.read_error is not None:

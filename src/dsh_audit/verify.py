@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from .errors import DshAuditError
-from .findings import Finding, Report
+from .findings import Finding, Report, counts
 from .fold import RebuiltRequest
 from .generations import generations
 from .readers import open_logs
 from .readers.discover import discover_logs
 from .records import LogSource
 from .structure import StructureChecker
+from .successors import SuccessorCheck
 from .vocabulary import validate_event, validate_header, vocabulary
 from .walker import Walked, Walker
 
@@ -65,8 +66,7 @@ class LogReport:
         return any(f.rejects for f in self.findings)
 
     def failed(self, strict: bool = False) -> bool:
-        return self.read_error is not None or any(
-            f.severity == "error" or strict for f in self.findings)
+        return self.read_error is not None or any(counts(f, strict) for f in self.findings)
 
 
 def _digest(request: RebuiltRequest) -> RequestDigest:
@@ -127,7 +127,8 @@ def _verify_source(source: LogSource, message_prefix: str, keep_requests: bool) 
                                 line=source.header_line, log=source.label))
     walker = Walker(source, message_prefix=message_prefix, on_finding=findings.append)
     walker.checks = [SchemaCheck(walker.sink.report, generation.version),
-                     StructureChecker(walker.sink.report, generation, source.header)]
+                     StructureChecker(walker.sink.report, generation, source.header),
+                     SuccessorCheck(walker.sink.report, generation)]
     try:
         for walked in walker:
             if walked.closed is not None:
@@ -202,4 +203,5 @@ def summary(reports: list[LogReport], strict: bool = False) -> dict[str, Any]:
         "requests": sum(r.request_count for r in reports),
         "errors": sum(f.severity == "error" for r in reports for f in r.findings),
         "warnings": sum(f.severity == "warning" for r in reports for f in r.findings),
+        "notes": sum(f.severity == "info" for r in reports for f in r.findings),
     }
