@@ -171,3 +171,18 @@ def test_every_command_leaves_its_inputs_byte_identical(logs: Path, tmp_path: Pa
         code, text = run(*command)
         assert code in (0, 1, 2) and "Traceback" not in text, command
         assert state() == before, command
+
+
+def test_golden_pins_the_generation_and_a_dsh_upgrade_shows_in_the_check(tmp_path: Path) -> None:
+    """dsh migrates a session's log by writing its successor beside it: the golden check names the new file and
+    reports the old one as gone, and each log's generation is pinned."""
+    sample = Path(__file__).resolve().parents[1] / "sample_logs" / "compaction-recovery"
+    logs = tmp_path / "golden-logs"
+    logs.mkdir()
+    shutil.copyfile(sample / "session.jsonl", logs / "session.jsonl")
+    assert run("golden", "update", str(logs))[0] == 0
+    pinned = json.loads((logs / GOLDEN_NAME).read_text())["logs"]
+    assert pinned["session.jsonl"]["generation"] == 0
+    shutil.copyfile(sample / "session.v3.jsonl", logs / "session.v3.jsonl")
+    code, out = run("golden", "check", str(logs))
+    assert code == 1 and "session.v3.jsonl" in out and "- log is in the golden file but no longer" in out

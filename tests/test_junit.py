@@ -126,3 +126,16 @@ def test_report_directory_is_created_and_each_case_carries_its_time(logs: Path, 
     invoke("verify", "--junit", str(report), str(logs / "clean"))
     [case] = cases(report).values()
     assert float(case.get("time", "0")) > 0
+
+
+def test_an_older_generation_is_a_skipped_case_and_each_case_names_its_generation(tmp_path: Path) -> None:
+    sample = Path(__file__).resolve().parents[1] / "sample_logs" / "compaction-recovery"
+    report = tmp_path / "generations.xml"
+    assert invoke("verify", "--junit", str(report), str(sample)) == 0
+    found = cases(report)
+    skipped = found[f"{sample}/session.jsonl"].find("skipped")
+    assert skipped is not None and "session.v3.jsonl" in (skipped.get("message") or "")
+    read = found[f"{sample}/session.v3.jsonl"]
+    assert read.find("skipped") is None and "read as log format v3" in (read.findtext("system-out") or "")
+    suite = ET.parse(report).getroot().find("testsuite")
+    assert suite is not None and (suite.get("tests"), suite.get("skipped")) == ("2", "1")
