@@ -30,10 +30,16 @@ class Admission:
         # Known types that pass through untouched once the envelope is sound (chunks above all).
         self._plain_types = (self.words.known_types - UPGRADABLE - self.words.surface_types - {"request/header"}
                              - self.words.rejected_legacy.keys())
+        # ... and that no upcaster renames: admitted and lifted are then the stored event itself. (A replace op
+        # on a non-surface type is a finding; its keys need no lifting, as nothing folds it.)
+        self._unchanged = self._plain_types - self.lift.renamed
 
     def admit(self, raw: Event, seq: int) -> tuple[Event | None, Event | None]:
         """(the event as its generation's loader admits it, the same lifted to the newest vocabulary);
         (None, None) when the loader refuses or skips it."""
+        kind = raw.get("type")
+        if type(kind) is str and kind in self._unchanged and envelope_problem(raw) is None:
+            return raw, raw
         native = self._admit(raw, seq)
         return (None, None) if native is None else (native, self.lift(native))
 

@@ -10,7 +10,6 @@ view itself differs (dispatch boundary, system prompt placement) the fold follow
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -59,21 +58,23 @@ def chain(source: int) -> list[Edge]:
     return [edge(version) for version in range(source, generations()[-1].version)]
 
 
-@cache
-def lifter(source: int) -> Callable[[Event], Event]:
-    """One call that applies the whole chain from `source`. Types no edge touches skip it cheaply: the common
-    event (a chunk, a turn boundary) is returned as it is."""
-    edges = [e for e in chain(source) if e.renames or e.replace_keys]
-    if not edges:
-        return lambda event: event
-    touched = frozenset(old for e in edges for old in e.renames)
-    moves_keys = any(e.replace_keys for e in edges)
+class Lifter:
+    """The whole chain from one generation as a single call. Types no edge renames skip it cheaply unless they
+    carry a replace op whose keys move: the common event (a chunk, a turn boundary) is returned as it is."""
 
-    def lift(event: Event) -> Event:
-        if event["type"] not in touched and not (moves_keys and type(event.get("surfaceOp")) is dict):
+    def __init__(self, source: int) -> None:
+        self.edges = [e for e in chain(source) if e.renames or e.replace_keys]
+        self.renamed = frozenset(old for e in self.edges for old in e.renames)   # types some edge renames
+        self.moves_keys = any(e.replace_keys for e in self.edges)
+
+    def __call__(self, event: Event) -> Event:
+        if event["type"] not in self.renamed and not (self.moves_keys and type(event.get("surfaceOp")) is dict):
             return event
-        for step in edges:
+        for step in self.edges:
             event = step.apply(event)
         return event
 
-    return lift
+
+@cache
+def lifter(source: int) -> Lifter:
+    return Lifter(source)

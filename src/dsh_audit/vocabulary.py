@@ -147,6 +147,19 @@ def _root(documents: Iterable[dict[str, Any]], stem: str, generation: int) -> di
     return found[0] if found else None
 
 
+def _generation_documents(generation: int) -> list[dict[str, Any]]:
+    mine = [document for document in _registry()[0].values() if generation in schema_generations(document)]
+    if not mine:
+        raise KeyError(generation)
+    return mine
+
+
+@cache
+def vocabulary(generation: int = 0) -> Vocabulary:
+    """The event vocabulary of one log generation: the annotations only, no validator is compiled."""
+    return _vocabulary(document for document in _generation_documents(generation) if "x-dsh-type" in document)
+
+
 @cache
 def _compiled(generation: int = 0) -> _Compiled:
     documents, registry = _registry()
@@ -154,9 +167,7 @@ def _compiled(generation: int = 0) -> _Compiled:
     def compile_schema(document: dict[str, Any]) -> Draft202012Validator:
         return Draft202012Validator(document, registry=registry)
 
-    mine = [document for document in documents.values() if generation in schema_generations(document)]
-    if not mine:
-        raise KeyError(generation)
+    mine = _generation_documents(generation)
     event_schemas = [document for document in mine if "x-dsh-type" in document]
     envelope, header = _root(mine, "envelope", generation), _root(mine, "session-header", generation)
     packed_row = _root(mine, "packed-chunk-row", generation)
@@ -165,7 +176,7 @@ def _compiled(generation: int = 0) -> _Compiled:
     roots = {"envelope": envelope, "header": header, **({"packed_row": packed_row} if packed_row else {}),
              **{document["x-dsh-type"]: document for document in event_schemas}}
     fast = SourceCompiler(documents).build(roots)   # a schema it cannot compile is checked by jsonschema alone
-    words = _vocabulary(event_schemas)
+    words = vocabulary(generation)
     valid_event = {kind: _event_check(fast["envelope"], fast[kind], kind in words.surface_types)
                    for kind in words.known_types if "envelope" in fast and kind in fast}
     return _Compiled(
@@ -189,11 +200,6 @@ def _event_check(envelope: Check, data: Check, surface: bool) -> Check:
             return (envelope(event) and "surfaceOp" not in event and "sourceEventSeqs" not in event
                     and ("data" not in event or data(event["data"])))
     return check
-
-
-def vocabulary(generation: int = 0) -> Vocabulary:
-    """The event vocabulary of one log generation (loaded once)."""
-    return _compiled(generation).vocabulary
 
 
 def _escape(token: str | int) -> str:

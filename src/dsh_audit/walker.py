@@ -89,27 +89,34 @@ class Walker:
         self._next_seq = 0
 
     def __iter__(self) -> Iterator[Walked]:
-        sink, admit, feed, checks = self.sink, self.admission.admit, self.fold.feed, self.checks
-        for record in self.source.records(expand=False):
-            sink.line = record.line
-            seq = record.seq
-            self.events += record.count
-            if seq != self._next_seq:
-                kind = "seq-duplicate" if seq < self._next_seq else "seq-gap"
-                sink.report(kind, f"session event seq {seq} is not contiguous; expected {self._next_seq}",
-                            seq=seq, event_type=record.event.get("type"), rejects=True)
-            self._next_seq = seq + record.count
-            if record.problem is not None:
-                sink.report("source-ranges", record.problem, seq=seq, event_type=record.event.get("type"),
-                            rejects=True)
-            native, event = admit(record.event, seq)
-            walked = Walked(record, native, event, feed(record, event))
-            for check in checks:
-                check.observe(walked)
-            self.last_seq = seq
-            yield walked
+        sink, admit, feed = self.sink, self.admission.admit, self.fold.feed
+        observers = [check.observe for check in self.checks]
+        expected = self._next_seq
+        try:
+            for record in self.source.records(expand=False):
+                sink.line = record.line
+                seq = record.seq
+                run = record.run
+                count = 1 if run is None else len(run)
+                self.events += count
+                if seq != expected:
+                    kind = "seq-duplicate" if seq < expected else "seq-gap"
+                    sink.report(kind, f"session event seq {seq} is not contiguous; expected {expected}",
+                                seq=seq, event_type=record.event.get("type"), rejects=True)
+                expected = seq + count
+                if record.problem is not None:
+                    sink.report("source-ranges", record.problem, seq=seq, event_type=record.event.get("type"),
+                                rejects=True)
+                native, event = admit(record.event, seq)
+                walked = Walked(record, native, event, feed(record, event))
+                for observe in observers:
+                    observe(walked)
+                self.last_seq = seq
+                yield walked
+        finally:
+            self._next_seq = expected
         last = self.fold.finish()
-        for check in checks:
+        for check in self.checks:
             check.finish(self.last_seq)
         if last is not None:
             yield Walked(None, None, None, last)
