@@ -555,3 +555,32 @@ def test_fast_checker_agrees_with_jsonschema() -> None:
             valid = next(validators[name].iter_errors(instance), None) is None
             assert compiled.fast[name](instance) == valid
     assert checked > 5_000
+
+
+@pytest.mark.parametrize("generation", [2, 3, 4])
+def test_fast_checker_agrees_with_jsonschema_in_later_generations(generation: int) -> None:
+    """The same agreement on the public samples of each later generation (their own schemas, the v4 tool-role
+    result's patternProperties included), every event's data and its mutations."""
+    from dsh_audit.vocabulary import _compiled
+
+    compiled = _compiled(generation)
+    samples: dict[str, list[Any]] = {}
+    for path in _sample_logs():
+        if path.relative_to(SAMPLES).parts[0] == FORK_SAMPLES:
+            continue
+        lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        if lines[0].get("version") != generation:
+            continue
+        samples.setdefault("header", []).append(lines[0])
+        for event in lines[1:]:
+            samples.setdefault("envelope", []).append(event)
+            samples.setdefault(event["type"], []).append(event["data"])
+    validators = {"envelope": compiled.envelope, "header": compiled.header, **compiled.data}
+    checked = 0
+    for name, instances in samples.items():
+        for instance in instances[:3]:
+            for candidate in [instance, *_mutations(instance)]:
+                expected = next(validators[name].iter_errors(candidate), None) is None
+                assert compiled.fast[name](candidate) == expected, (name, candidate)
+                checked += 1
+    assert "tool/result" in samples and checked > 1_000

@@ -201,9 +201,16 @@ class SourceCompiler:
         if keyword == "required":
             test = " and ".join(f"{name!r} in {v}" for name in arg) or "True"
             return [f"if isinstance({v}, dict) and not ({test}): return False"]
-        if keyword == "additionalProperties" and arg is False and "patternProperties" not in schema:
+        if keyword == "additionalProperties" and arg is False:
             allowed = self._constant(frozenset(schema.get("properties", {})))
-            return [f"if isinstance({v}, dict) and not {v}.keys() <= {allowed}: return False"]
+            patterns = schema.get("patternProperties", {})
+            if not patterns:
+                return [f"if isinstance({v}, dict) and not {v}.keys() <= {allowed}: return False"]
+            either = self._constant(re.compile("|".join(f"(?:{pattern})" for pattern in patterns)))
+            return [f"if isinstance({v}, dict) and not all(k in {allowed} or {either}.search(k) for k in {v}):"
+                    " return False"]
+        if keyword == "patternProperties" and all(sub is True for sub in arg.values()):
+            return []   # keys it admits need no further test; additionalProperties applies the patterns
         if keyword == "items":
             bounds = self._integer_bounds(arg, base)
             if bounds is not None:   # seq lists run to thousands of items: one tight loop, no call per item
