@@ -283,3 +283,20 @@ def test_differential_against_published_adapter() -> None:
     mismatches = [index for index, (line, body) in enumerate(zip(lines, theirs, strict=True))
                   if json.dumps(_ours(line), ensure_ascii=False) != json.dumps(body, ensure_ascii=False)]
     assert mismatches == [], f"{len(mismatches)} of {len(lines)} bodies differ, first at {mismatches[:5]}"
+
+
+def test_later_generations_messages_on_the_wire() -> None:
+    """v3: the prompt is a leading system message; v4: a tool result is a tool-role message of its own, and a
+    developer message (tool-update notice) is left out, as the runtime does on routes without support."""
+    system = {"role": "system", "content": [text("be brief")], "source": {"kind": "system-prompt"}, "id": "s1"}
+    developer = {"role": "developer", "content": [{"type": "tool-addition", "toolName": "run"}],
+                 "source": {"kind": "tool-registry"}, "id": "d1"}
+    result = {"role": "tool", "source": {"kind": "tool", "callId": "c1"}, "toolCallId": "c1",
+              "content": [text("done")], "id": "t1"}
+    call = {"type": "tool-call", "id": "c1", "name": "run", "arguments": "{}"}
+    body = to_wire_body(request(system, user(text("go")), developer, assistant(call), result))
+    assert body["messages"] == [
+        {"role": "system", "content": "be brief"}, {"role": "user", "content": "go"},
+        {"role": "assistant", "content": "",
+         "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "run", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "done"}]

@@ -385,3 +385,18 @@ def test_the_bundled_v3_sample_is_the_v0_sample_with_its_prompt_moved_into_the_s
         [(1, 1, 1), (1, 2, 1), (1, 2, 2)]
     assert [system_moved_back(r.body or b"") for r in v3] == [r.body for r in v0]
     assert [f.code for report in verify_path(folder) for f in report.findings] == []
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    ({"dt": [1]}, "text-chunks record has 1 dt gaps for 1 members"),
+    ({"time0": 2**53 - 2, "dt": [5], "texts": ["a", "b"]}, "text-chunks record member times leave the safe integers"),
+])
+def test_a_packed_stream_record_is_checked_as_a_packed_row_is(tmp_path: Path, edit: dict[str, Any],
+                                                                message: str) -> None:
+    log = GenLog(2)
+    log.turn(1, "hello", "hi")
+    log.events[4]["data"]["stream"][1].update(edit)
+    path = log.write(tmp_path / "session.v2.jsonl")
+    [report] = verify_path(path)
+    assert [f.render() for f in report.findings if f.code == "stream-record"] == [
+        f"{path}:6: seq 4: assistant/message: error [stream-record] data.stream[1]: {message}"]

@@ -105,6 +105,8 @@ def wire_messages(messages: list[Json]) -> list[Json]:
         if _has_image(blocks):
             raise LogRejected("the DeepSeek text-only serializer refuses image content (UNSUPPORTED_CONTENT)")
         role = message.get("role")
+        if role == "developer":   # v4 tool-update notices: the runtime omits them on routes without support
+            continue
         if role == "system":
             wire.append({"role": "system", "content": _joined(blocks, "text")})
         elif role == "assistant":

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from .findings import Report
 from .generations import Generation
 from .header import is_placeholder, system_text
+from .readers.jsonvalue import MAX_SAFE_INTEGER
 from .seqlist import seq_facts
 from .vocabulary import vocabulary
 
@@ -79,6 +80,26 @@ class CrashRepair:
             seq += 1
         described.append(f"seq {seq} turn/end {self.turn} {{kind:'interrupted'}}")
         return described
+
+
+_PACKED_PAYLOAD = {"text-chunks": "texts", "reasoning-chunks": "texts", "tool-call-chunks": "args"}
+
+
+def stream_record_problem(record: Any) -> str | None:
+    """What the schema cannot say about a packed stream record (v2 on), as the v0 codec says it of a packed
+    row: one dt gap between consecutive members, and member times that stay safe integers."""
+    kind = record.get("type") if isinstance(record, dict) else None
+    payload = _PACKED_PAYLOAD.get(kind) if isinstance(kind, str) else None
+    if payload is None:
+        return None
+    members, gaps, time0 = record.get(payload), record.get("dt"), record.get("time0")
+    if not isinstance(members, list) or not isinstance(gaps, list) or not set(map(type, gaps)) <= {int}:
+        return None   # a shape the schema reports
+    if len(gaps) != len(members) - 1:
+        return f"{record['type']} record has {len(gaps)} dt gaps for {len(members)} members"
+    if type(time0) is int and gaps and not -MAX_SAFE_INTEGER <= time0 + sum(gaps) <= MAX_SAFE_INTEGER:
+        return f"{record['type']} record member times leave the safe integers"
+    return None
 
 
 def _stream_blocks(data: Any) -> tuple[list[Any], str | None]:
@@ -313,9 +334,17 @@ class StructureChecker:
                         f"{self.generation.dispatch} boundary includes it", seq=seq, event_type=kind)
         self.late.clear()
 
+    def _check_stream(self, data: Any, seq: int, kind: str) -> None:
+        stream = data.get("stream") if isinstance(data, dict) else None
+        for index, record in enumerate(stream if isinstance(stream, list) else ()):
+            problem = stream_record_problem(record)
+            if problem is not None:
+                self.report("stream-record", f"data.stream[{index}]: {problem}", seq=seq, event_type=kind)
+
     def _on_assistant_attempt(self, data: Any, seq: int) -> None:
         """v2 on: a failed attempt's settlement. It must belong to the open turn and step."""
         self._dispatched()
+        self._check_stream(data, seq, "assistant/attempt")
         self.attempt_open = False
         self.pre_dispatch_log_only = None
         if _turn_step(data) != (self.turn, self.step) or self.step is None:
@@ -345,6 +374,7 @@ class StructureChecker:
                         "sourceEventSeqs; from v2 its chunks are embedded in data.stream instead",
                         seq=seq, event_type="assistant/message", rejects=True)
         if self.settles:
+            self._check_stream(data, seq, "assistant/message")
             blocks, self.finish_kind = _stream_blocks(data)
             self.blocks = dict(enumerate(blocks))
         message = data.get("message") if isinstance(data, dict) else None
