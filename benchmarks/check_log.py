@@ -3,8 +3,16 @@
 Checks the on-disk form (header line, envelope key order, packed-row shape, contiguous seq, monotone time)
 and the semantics the generator promises: surface ops name live nodes, replaces cite what they shadow, a
 tool-result replace changes only the masked text, assistant/message cites exactly its attempt's chunks and
-matches the streamed blocks, tool results cite their tool/call, turns and steps nest, headers go
-initial → change. Prints a byte breakdown and the request-volume estimate the benchmark will face.
+matches the streamed blocks, tool results cite their tool/call, compactions and titles name live nodes, turns
+and steps nest, headers go initial → change. Prints a byte breakdown and the request-volume estimate the
+benchmark will face.
+
+Format v3 logs (`generate_log.py --generation 3`) get the same checks, read the v3 way: one event per row (no
+packed rows, no top-level chunks); each attempt's chunks are the `stream` of its settlement (`assistant/message`
+without `sourceEventSeqs`, or `assistant/attempt` for a failed attempt), packed canonically (every delta in a
+`*-chunks` record, no two adjacent records the v2 writer would have merged); the system prompt is a
+`system/message` head, node 0, that no replace or compaction shadows; headers carry no `system`; replaces are
+`{op, startSeq, endSeq}`.
 """
 
 from __future__ import annotations
@@ -17,11 +25,20 @@ from typing import Any
 
 import orjson
 
-from logio import PACKED_TYPES, expand, iter_lines
+from logio import PACKED_TYPES, expand, expand_stream, iter_lines
 
 EVENT_KEYS = ("type", "seq", "time", "data", "sourceEventSeqs", "surfaceOp")
-HEADER_KEYS = ["type", "version", "id", "createdAt", "cwd", "delegationDepth"]
-SURFACE = {"user/message", "assistant/message", "tool/result"}
+HEADER_KEYS = {0: ["type", "version", "id", "createdAt", "cwd", "delegationDepth"],
+               3: ["type", "version", "id", "createdAt", "cwd", "isSeeded", "delegationDepth"]}
+SURFACE = {0: {"user/message", "assistant/message", "tool/result"},
+           3: {"user/message", "assistant/message", "tool/result", "system/message"}}
+REPLACE_KEYS = {0: ["op", "start", "end"], 3: ["op", "startSeq", "endSeq"]}
+SETTLEMENTS = {"assistant/message", "assistant/attempt"}
+SYSTEM_SOURCE = {"kind": "plugin", "plugin": "@deepseek-ai/dsh-system-prompt"}
+STREAM_KEYS = {"chunk": ["type", "time", "chunk"], "text-chunks": ["type", "time0", "index", "dt", "texts"],
+               "reasoning-chunks": ["type", "time0", "index", "dt", "texts"],
+               "tool-call-chunks": ["type", "time0", "index", "dt", "id", "name", "args"]}
+RAW_CHUNKS = {"block-start", "block-end", "usage", "finish"}
 ROW_DATA_KEYS = {"text-chunks": ["turn", "step", "index", "dt", "texts"],
                  "reasoning-chunks": ["turn", "step", "index", "dt", "texts"],
                  "tool-call-chunks": ["turn", "step", "index", "dt", "id", "name", "args"]}
@@ -38,9 +55,12 @@ def masked(data: dict[str, Any]) -> dict[str, Any]:
 
 
 class Checker:
-    def __init__(self) -> None:
+    def __init__(self, generation: int = 0) -> None:
+        self.gen = generation
+        self.surface_types = SURFACE[generation]
+        self.replace_keys = REPLACE_KEYS[generation]
         self.seq = 0
-        self.time = -1
+        self.time = self.prev_time = -1
         self.nodes: list[int] = []
         self.live: dict[int, dict[str, Any]] = {}  # live node seq -> event (kept to check replaces)
         self.node_bytes: dict[int, int] = {}
@@ -56,6 +76,9 @@ class Checker:
         self.request_volume = 0  # sum of live surface bytes at each dispatch: what rebuilt bodies will weigh
         self.surface_bytes = 0
         self.max_surface = 0
+        self.stream_bytes = 0  # v3: bytes of the embedded chunk streams
+        self.user_seqs: set[int] = set()  # user/message seqs a session/title may cite
+        self.head: int | None = None  # v3: seq of the system/message at surface node 0
 
     def fail(self, event: dict[str, Any], why: str) -> None:
         raise CheckError(f"seq {event.get('seq')}: {event.get('type')}: {why}")
@@ -63,6 +86,8 @@ class Checker:
     def record(self, line: bytes) -> None:
         obj = orjson.loads(line)
         kind = obj.get("type")
+        if self.gen == 3 and (kind in PACKED_TYPES or kind == "assistant/chunk"):
+            raise CheckError(f"seq {obj.get('seq', self.seq)}: {kind}: not a format v3 row (chunks live in streams)")
         if kind in PACKED_TYPES:
             if list(obj) != ["type", "seq0", "time0", "data"]:
                 raise CheckError(f"seq {self.seq}: {kind}: envelope keys {list(obj)}")
@@ -91,13 +116,15 @@ class Checker:
         if not isinstance(ev["time"], int) or ev["time"] < self.time:
             self.fail(ev, "time not monotone")
         self.seq += 1
-        self.time = ev["time"]
+        self.prev_time, self.time = self.time, ev["time"]
         kind, data = ev["type"], ev["data"]
         if kind == "assistant/chunk":
             self.chunk(ev)
         elif self.attempt:
             self.close_attempt()
-        if kind in SURFACE:
+        if self.gen == 3 and kind in SETTLEMENTS:
+            nbytes -= self.settlement(ev)
+        if kind in self.surface_types:
             self.surface(ev, nbytes)
         elif "surfaceOp" in ev or "sourceEventSeqs" in ev:
             self.fail(ev, "non-surface event carries surface fields")
@@ -119,7 +146,15 @@ class Checker:
             self.step = None
         elif kind == "tool/call":
             self.calls[ev["seq"]] = data["callId"]
+        elif kind in ("compaction/summary", "compaction/prune"):
+            self.check_shadowed(ev)
+        elif kind == "session/title":
+            if not data["messageSeqs"] or not set(data["messageSeqs"]) <= self.user_seqs:
+                self.fail(ev, "messageSeqs do not cite earlier user/message events")
         elif kind == "request/header":
+            if self.gen == 3 and (list(data["header"]) != [k for k in ("config", "adapterDefaults", "tools")
+                                                            if k in data["header"]]):
+                self.fail(ev, f"v3 header keys {list(data['header'])} (no system: it is a system/message)")
             want = "initial" if not self.headers else "change"
             if data["reason"] != want:
                 self.fail(ev, f"reason {data['reason']}, expected {want}")
@@ -143,25 +178,104 @@ class Checker:
     def close_attempt(self) -> None:
         self.last_attempt, self.attempt = self.attempt, []
 
+    def settlement(self, ev: dict[str, Any]) -> int:
+        """v3: validate the settlement's embedded stream and replay its chunks as the v0 chunk events; returns the
+        stream's bytes (left out of the surface byte count, so the request-volume estimate matches the v0 twin's)."""
+        data = ev["data"]
+        want = (["turn", "step", "message", "usage", "stream"] if ev["type"] == "assistant/message"
+                else ["turn", "step", "stream"])
+        if list(data) != [k for k in want if k != "usage" or "usage" in data]:
+            self.fail(ev, f"data keys {list(data)}")
+        if ev["type"] == "assistant/message" and "sourceEventSeqs" in ev:
+            self.fail(ev, "assistant/message embeds its stream and cannot carry sourceEventSeqs")
+        stream = data["stream"]
+        if not stream:
+            self.fail(ev, "empty stream")
+        prev: dict[str, Any] | None = None
+        for record in stream:
+            kind = record.get("type")
+            keys = STREAM_KEYS.get(kind)
+            if keys is None or list(record) != [k for k in keys if k != "name" or "name" in record]:
+                self.fail(ev, f"stream record keys {list(record)}")
+            if kind == "chunk":
+                ctype = record["chunk"]["type"]
+                if ctype not in RAW_CHUNKS and not (ctype == "tool-call-delta" and (
+                        record["chunk"]["id"] == "" or record["chunk"].get("name") == "")):
+                    self.fail(ev, f"raw {ctype} chunk: the v2+ writer packs deltas")
+            else:
+                members = record["args" if kind == "tool-call-chunks" else "texts"]
+                if not members or len(record["dt"]) != len(members) - 1 or any(
+                        not isinstance(d, int) or d < 0 for d in record["dt"]):
+                    self.fail(ev, f"{kind}: {len(members)} members, dt {len(record['dt'])}")
+                if kind == "tool-call-chunks" and not record["id"]:
+                    self.fail(ev, "tool-call-chunks without an id")
+                if prev is not None and prev["type"] == kind and prev["index"] == record["index"] and (
+                        kind != "tool-call-chunks" or (prev["id"], prev.get("name"), "name" in prev)
+                        == (record["id"], record.get("name"), "name" in record)):
+                    self.fail(ev, f"{kind}: adjacent records the writer would have merged")
+            prev = record
+        chunks = expand_stream(stream)
+        last_time = self.prev_time
+        for time, chunk in chunks:
+            if not isinstance(time, int) or time < last_time or time > ev["time"]:
+                self.fail(ev, "stream times not monotone within the settlement's time")
+            last_time = time
+            self.chunk({"type": "assistant/chunk", "seq": ev["seq"], "time": time,
+                        "data": {"turn": data["turn"], "step": data["step"], "chunk": chunk}})
+        if self.attempt:
+            self.fail(ev, "stream does not end with a finish chunk")
+        failed = chunks[-1][1]["reason"]["kind"] == "error"
+        if ev["type"] == "assistant/attempt" and (not failed or ev["time"] != last_time):
+            self.fail(ev, "assistant/attempt: not a failed attempt settled at its last chunk")
+        if ev["type"] == "assistant/message" and failed:
+            self.fail(ev, "assistant/message settles a failed attempt")
+        if ev["type"] == "assistant/attempt":
+            self.last_attempt = []
+        nbytes = len(orjson.dumps(stream)) + len(',"stream":')
+        self.stream_bytes += nbytes
+        return nbytes
+
+    def check_shadowed(self, ev: dict[str, Any]) -> None:
+        """A compaction's shadowedSeqs are an exact, live, contiguous surface span matching its shadowedRange."""
+        data = ev["data"]
+        seqs, span = data["shadowedSeqs"], data["shadowedRange"]
+        if not seqs or seqs[0] != span["start"] or seqs[-1] != span["end"] or seqs[0] not in self.live:
+            self.fail(ev, "shadowedRange does not bound shadowedSeqs, or names a dead node")
+        i = self.nodes.index(seqs[0])
+        if self.nodes[i:i + len(seqs)] != seqs:
+            self.fail(ev, "shadowedSeqs are not an exact current surface span")
+        if self.head is not None and i == 0:
+            self.fail(ev, "compaction shadows the protected system head")
+
     def surface(self, ev: dict[str, Any], nbytes: int) -> None:
         op, src, seq = ev.get("surfaceOp"), ev.get("sourceEventSeqs"), ev["seq"]
         if src is not None and (len(set(src)) != len(src) or any(s >= seq or s < 0 for s in src) or not src):
             self.fail(ev, "sourceEventSeqs not unique, non-empty and earlier")
         if ev["type"] == "assistant/message":
             self.check_assistant(ev)
+        elif ev["type"] == "user/message":
+            self.user_seqs.add(seq)
+        elif ev["type"] == "system/message":
+            self.check_system(ev)
+        if (self.gen == 3 and ev["type"] in ("assistant/message", "tool/result") and op == "append"
+                and (ev["data"]["turn"], ev["data"]["step"]) != (self.turn, self.step)):
+            self.fail(ev, "does not match the open turn and step")
         if ev["type"] == "tool/result" and op == "append":
             result = ev["data"]["message"]["content"]
             if len(result) != 1 or src is None or self.calls.get(src[0]) != result[0]["toolCallId"]:
                 self.fail(ev, "tool/result does not cite its tool/call")
         if op == "append":
             self.nodes.append(seq)
-        elif isinstance(op, dict) and list(op) == ["op", "start", "end"] and op["op"] == "replace":
-            if op["start"] not in self.live or op["end"] not in self.live:
+        elif isinstance(op, dict) and list(op) == self.replace_keys and op["op"] == "replace":
+            start, end = op[self.replace_keys[1]], op[self.replace_keys[2]]
+            if start not in self.live or end not in self.live:
                 self.fail(ev, f"replace names a dead node {op}")
-            i, j = self.nodes.index(op["start"]), self.nodes.index(op["end"])
+            i, j = self.nodes.index(start), self.nodes.index(end)
             shadowed = self.nodes[i:j + 1]
             if i > j or src is None or not set(shadowed) <= set(src):
                 self.fail(ev, "replace range inverted or shadowed nodes not cited")
+            if self.head is not None and i == 0 and (ev["type"] != "system/message" or j != 0):
+                self.fail(ev, "replace shadows the system head (only a system/message over exactly it may)")
             if ev["type"] == "tool/result":
                 old = self.live[shadowed[0]]
                 if len(shadowed) != 1 or old["type"] != "tool/result" or masked(old["data"]) != masked(ev["data"]):
@@ -177,9 +291,24 @@ class Checker:
         self.surface_bytes += nbytes
         self.max_surface = max(self.max_surface, self.surface_bytes)
 
+    def check_system(self, ev: dict[str, Any]) -> None:
+        """v3: the system prompt head, appended as node 0 inside the first open step (the generator writes one)."""
+        data = ev["data"]
+        message = data["message"]
+        if (list(data) != ["turn", "step", "message"] or list(message) != ["id", "role", "source", "content"]
+                or message["role"] != "system" or message["source"] != SYSTEM_SOURCE or not message["id"]):
+            self.fail(ev, "system/message shape")
+        if (data["turn"], data["step"]) != (self.turn, self.step):
+            self.fail(ev, "system/message outside its open step")
+        if self.head is not None or self.nodes or ev.get("surfaceOp") != "append":
+            self.fail(ev, "system/message is not the appended first surface node")
+        if self.headers:
+            self.fail(ev, "system head after the first request/header")
+        self.head = ev["seq"]
+
     def check_assistant(self, ev: dict[str, Any]) -> None:
         chunks = self.last_attempt
-        if ev["sourceEventSeqs"] != [c["seq"] for c in chunks]:
+        if self.gen == 0 and ev["sourceEventSeqs"] != [c["seq"] for c in chunks]:
             self.fail(ev, "assistant/message does not cite exactly its attempt's chunks")
         streamed: dict[int, dict[str, Any]] = {}
         for c in chunks:
@@ -202,22 +331,27 @@ class Checker:
 
 
 def main(path: Path) -> int:
-    checker = Checker()
     lines = iter_lines(path)
     try:
         header = orjson.loads(next(lines))
-        if list(header) != HEADER_KEYS or header["version"] != 0 or header["type"] != "session":
+        version = header.get("version")
+        if (version not in HEADER_KEYS or list(header) != HEADER_KEYS[version] or header["type"] != "session"
+                or header.get("isSeeded", False) is not False):
             raise CheckError(f"bad header line {header}")
+        checker = Checker(version)
         for line in lines:
             checker.record(line)
         if checker.turn is not None:
             raise CheckError("log ends inside an open turn")
+        if version == 3 and checker.head is None:
+            raise CheckError("no system/message head")
     except CheckError as err:
         print(f"{path}: FAIL: {err}", file=sys.stderr)
         return 1
     total = sum(checker.bytes_by.values())
-    chunk_bytes = sum(n for k, n in checker.bytes_by.items() if k in PACKED_TYPES or k == "assistant/chunk")
-    print(f"{path}: OK: {checker.seq:,} events in {sum(checker.count_by.values()):,} lines, "
+    chunk_bytes = checker.stream_bytes + sum(n for k, n in checker.bytes_by.items()
+                                             if k in PACKED_TYPES or k == "assistant/chunk")
+    print(f"{path}: OK: format v{version}, {checker.seq:,} events in {sum(checker.count_by.values()):,} lines, "
           f"{checker.requests:,} requests, {len(checker.headers)} headers, "
           f"{checker.count_by['compaction/summary']} compactions, {checker.count_by['compaction/prune']} prunes")
     print(f"  chunk streams {chunk_bytes / total:.1%} of {total:,} bytes; live surface peak "

@@ -9,6 +9,10 @@ adding a tool), request/context, streamed chunks packed into `*-chunks` rows as 
 same-block deltas, split where a write batch ends), assistant/message citing its chunk seqs, tool/call +
 tool/result pairs, a tool-result prune and a compaction checkpoint. Sizes count uncompressed JSONL bytes
 (MB = 10**6). See README.md.
+
+`--generation 3` writes the same session (same seed, turns, texts, compactions) as a native format-v3 log: one
+event per row, each attempt's chunks embedded in its settlement's `stream`, the system prompt as a surface
+`system/message` head, `{op, startSeq, endSeq}` replaces, dense seqs. `--size` then names the v0 twin's size.
 """
 
 from __future__ import annotations
@@ -29,11 +33,13 @@ import orjson
 import zstandard
 
 import synth_content as synth
+from logio import PACKED_TYPES
 
 PROVIDER, MODEL = "deepseek-official", "deepseek-v4-pro"
 CONFIG = {"provider": PROVIDER, "model": MODEL, "reasoningEffort": "high", "maxTokens": 256000}
 ADAPTER_DEFAULTS = {"reasoningEffort": True, "maxTokens": True}
 CWD = "/work/x"
+SYSTEM_PLUGIN = "@deepseek-ai/dsh-system-prompt"
 PRUNE_THRESHOLD = 12_000  # chars of tool output above which a result may be pruned
 PRUNE_KEEP = 2_000  # chars kept at each end of a pruned result
 PRUNE_MARKER = "\n\n[... middle of this tool output was pruned to save context ...]\n\n"
@@ -51,21 +57,38 @@ def parse_size(text: str) -> int:
 
 
 class LogWriter:
-    """Appends events with contiguous seq and monotone time; lines are flushed in batches (zstd: one frame each)."""
+    """Appends events with contiguous seq and monotone time; lines are flushed in batches (zstd: one frame each).
+
+    The simulation always speaks v0 (seqs, packed rows, chunk events), and `raw_bytes` always counts the v0
+    bytes, so that size targets, surface budgets and compaction points are the same in every generation. With a
+    `v3` translator attached, the v0 lines are only measured, and the translator writes the v3 rows instead.
+    """
 
     def __init__(self, out: BinaryIO, rng: random.Random, compress: bool, t0: int) -> None:
         self.out, self.rng = out, rng
         self.zstd = zstandard.ZstdCompressor(level=3, write_checksum=True) if compress else None
         self.seq, self.time = 0, t0
-        self.raw_bytes = 0
+        self.raw_bytes = 0  # v0 JSONL bytes of the session, whatever generation is written
+        self.out_bytes = 0  # JSONL bytes actually written
         self.batch: list[bytes] = []
         self.dt_pool = rng.choices([0, 0, 0, 0, 1, 1, 2, 24, 27, 29, 31, 58], k=1 << 16)
+        self.v3: V3Translator | None = None
 
     def line(self, obj: dict[str, Any]) -> int:
         data = orjson.dumps(obj) + b"\n"
-        self.batch.append(data)
         self.raw_bytes += len(data)
+        if self.v3 is None:
+            self.batch.append(data)
+            self.out_bytes += len(data)
+        else:
+            self.v3.take(obj)
         return len(data)
+
+    def put(self, obj: dict[str, Any]) -> None:
+        """Write one row as is (the header, or a row of the translated generation)."""
+        data = orjson.dumps(obj) + b"\n"
+        self.batch.append(data)
+        self.out_bytes += len(data)
 
     def flush(self) -> None:
         if not self.batch:
@@ -126,6 +149,147 @@ class LogWriter:
         self.line({"type": row_type, "seq0": self.seq, "time0": self.time, "data": data})
         self.seq += len(pieces)
         self.time += sum(dt)
+
+
+REFERENCED = frozenset({"user/message", "assistant/message", "tool/result", "tool/call", "agent/inbox/spliced",
+                        "compaction/start", "compaction/summary"})  # the only events a later event cites
+
+
+class V3Translator:
+    """Writes the simulated v0 event stream as a native format-v3 log, row by row, as it is produced.
+
+    - Chunks leave the top level: each attempt's chunks become the `stream` of its settlement, the
+      `assistant/message` (which loses `sourceEventSeqs`) or, for an attempt that ended without one, an
+      `assistant/attempt {turn, step, stream}` at its last chunk's time. Stream records are packed as the v2+
+      writer packs them: every text/reasoning/tool-call delta goes into a `*-chunks` record, extending the last
+      record when type, index (and id/name) match, so one block's deltas are one record; other chunks are raw
+      `{type:'chunk', time, chunk}`.
+    - The system prompt is the surface head: a `system/message` right after the first `step/start`; request
+      headers carry no `system`.
+    - Seqs are dense again (chunks took seqs in v0); every reference is renumbered; replaces are spelled
+      `{op, startSeq, endSeq}`.
+    """
+
+    def __init__(self, writer: LogWriter, session_id: str, system: str) -> None:
+        self.w = writer
+        self.seq = 0
+        self.remap: dict[int, int] = {}
+        self.stream: list[dict[str, Any]] = []
+        self.stream_end = 0  # time of the pending stream's last chunk
+        self.attempt: tuple[int, int] = (0, 0)
+        self.terminal = False
+        self.system: str | None = system
+        self.system_id = "system-" + str(uuid.uuid5(uuid.NAMESPACE_URL, f"dsh-bench:{session_id}:system"))
+
+    def take(self, obj: dict[str, Any]) -> None:
+        kind = obj["type"]
+        if kind in PACKED_TYPES:
+            data = obj["data"]
+            self.attempt = (data["turn"], data["step"])
+            if kind == "tool-call-chunks":
+                record = {"type": kind, "time0": obj["time0"], "index": data["index"], "dt": list(data["dt"]),
+                          "id": data["id"], "name": data["name"], "args": list(data["args"])}
+            else:
+                record = {"type": kind, "time0": obj["time0"], "index": data["index"], "dt": list(data["dt"]),
+                          "texts": list(data["texts"])}
+            self.pack(record, obj["time0"] + sum(data["dt"]))
+        elif kind == "assistant/chunk":
+            data = obj["data"]
+            self.attempt = (data["turn"], data["step"])
+            self.chunk(obj["time"], data["chunk"])
+        elif kind == "assistant/message":
+            data = obj["data"]
+            if not self.stream or self.attempt != (data["turn"], data["step"]):
+                raise RuntimeError(f"v0 seq {obj['seq']}: assistant/message without its attempt's chunks")
+            self.remap[obj["seq"]] = self.seq
+            self.emit({"type": kind, "seq": self.seq, "time": obj["time"], "data": {**data, "stream": self.stream},
+                       "surfaceOp": obj["surfaceOp"]})
+            self.stream = []
+        else:
+            if self.stream:
+                self.settle_attempt()
+            self.event(obj)
+
+    def chunk(self, time: int, chunk: dict[str, Any]) -> None:
+        ctype = chunk["type"]
+        if ctype in ("text-delta", "reasoning-delta"):
+            packed = "text-chunks" if ctype == "text-delta" else "reasoning-chunks"
+            self.pack({"type": packed, "time0": time, "index": chunk["index"], "dt": [], "texts": [chunk["text"]]},
+                      time)
+        elif ctype == "tool-call-delta" and chunk["id"] != "" and chunk.get("name") != "":
+            record = {"type": "tool-call-chunks", "time0": time, "index": chunk["index"], "dt": [], "id": chunk["id"]}
+            if "name" in chunk:
+                record["name"] = chunk["name"]
+            record["args"] = [chunk["argumentsDelta"]]
+            self.pack(record, time)
+        else:
+            self.stream.append({"type": "chunk", "time": time, "chunk": chunk})
+            self.stream_end = time
+            self.terminal = ctype == "finish"
+
+    def pack(self, record: dict[str, Any], last_time: int) -> None:
+        """Append a packed record, merged into the last one when the v2 writer would (same type, index, id, name)."""
+        prev = self.stream[-1] if self.stream else None
+        if (prev is not None and prev["type"] == record["type"] and prev["index"] == record["index"]
+                and (record["type"] != "tool-call-chunks"
+                     or (prev["id"] == record["id"] and prev.get("name") == record.get("name")
+                         and ("name" in prev) == ("name" in record)))):
+            payload = "args" if record["type"] == "tool-call-chunks" else "texts"
+            prev["dt"].append(record["time0"] - self.stream_end)
+            prev["dt"].extend(record["dt"])
+            prev[payload].extend(record[payload])
+        else:
+            self.stream.append(record)
+        self.stream_end = last_time
+        self.terminal = False
+
+    def settle_attempt(self) -> None:
+        """An attempt that ended without a message (a failed finish): `assistant/attempt` at its last chunk."""
+        if not self.terminal:
+            raise RuntimeError("a non-chunk event interrupts an unfinished attempt")
+        turn, step = self.attempt
+        self.emit({"type": "assistant/attempt", "seq": self.seq, "time": self.stream_end,
+                   "data": {"turn": turn, "step": step, "stream": self.stream}})
+        self.stream = []
+
+    def event(self, obj: dict[str, Any]) -> None:
+        kind, data, m = obj["type"], obj["data"], self.remap
+        if kind in REFERENCED:
+            m[obj["seq"]] = self.seq
+        if kind == "request/header":
+            data = {**data, "header": {k: v for k, v in data["header"].items() if k != "system"}}
+        elif kind in ("compaction/summary", "compaction/prune"):
+            span = data["shadowedRange"]
+            data = {**data, "shadowedRange": {"start": m[span["start"]], "end": m[span["end"]]},
+                    "shadowedSeqs": [m[s] for s in data["shadowedSeqs"]]}
+        elif kind == "session/title":
+            data = {**data, "messageSeqs": [m[s] for s in data["messageSeqs"]]}
+        elif kind == "command/done" and "sourceEventSeq" in data:
+            data = {**data, "sourceEventSeq": m[data["sourceEventSeq"]]}
+        out: dict[str, Any] = {"type": kind, "seq": self.seq, "time": obj["time"], "data": data}
+        if "sourceEventSeqs" in obj:
+            out["sourceEventSeqs"] = [m[s] for s in obj["sourceEventSeqs"]]
+        op = obj.get("surfaceOp")
+        if isinstance(op, dict):
+            out["surfaceOp"] = {"op": "replace", "startSeq": m[op["start"]], "endSeq": m[op["end"]]}
+        elif op is not None:
+            out["surfaceOp"] = op
+        self.emit(out)
+        if kind == "step/start" and self.system is not None:
+            message = {"id": self.system_id, "role": "system", "source": {"kind": "plugin", "plugin": SYSTEM_PLUGIN},
+                       "content": [{"type": "text", "text": self.system}]}
+            self.emit({"type": "system/message", "seq": self.seq, "time": obj["time"],
+                       "data": {"turn": data["turn"], "step": data["step"], "message": message},
+                       "surfaceOp": "append"})
+            self.system = None
+
+    def emit(self, obj: dict[str, Any]) -> None:
+        self.w.put(obj)
+        self.seq += 1
+
+    def finish(self) -> None:
+        if self.stream:
+            self.settle_attempt()
 
 
 class SessionSim:
@@ -219,7 +383,7 @@ class SessionSim:
             if turn == 1:
                 self.append_node(*self.user_message(
                     "Current runtime context (synthetic). File policy: workspace-write. Approvals: on-request.",
-                    {"kind": "plugin", "plugin": "@deepseek-ai/dsh-system-prompt", "form": "snapshot",
+                    {"kind": "plugin", "plugin": SYSTEM_PLUGIN, "form": "snapshot",
                      "sections": [{"name": "sandbox:policy", "text": "File policy: workspace-write."}]}))
                 w.event("session/title", {"title": "".join(prompt["content"][0]["text"][:40]).strip(),
                                           "messageSeqs": [self.nodes[0]], "source": {"kind": "fallback"}})
@@ -434,19 +598,32 @@ class SessionSim:
         self.surface_bytes += nbytes
 
 
-def generate(out_path: Path, size: int, seed: int, compress: bool, mode: str, budget: int) -> dict[str, Any]:
+def generate(out_path: Path, size: int, seed: int, compress: bool, mode: str, budget: int,
+             generation: int = 0) -> dict[str, Any]:
     rng = random.Random(seed)
     t0 = 1_780_000_000_000 + rng.randrange(10**9)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     with open(out_path, "wb", buffering=1 << 20) as out:
         writer = LogWriter(out, rng, compress, t0)
         sim = SessionSim(writer, rng, size, mode, budget)
-        writer.line({"type": "session", "version": 0, "id": sim.uid(), "createdAt": t0, "cwd": CWD,
-                     "delegationDepth": 0})
+        session_id = sim.uid()
+        header = {"type": "session", "version": 0, "id": session_id, "createdAt": t0, "cwd": CWD,
+                  "delegationDepth": 0}
+        if generation == 3:  # the v0 header still counts in raw_bytes: the v3 twin stops where v0 does
+            writer.raw_bytes += len(orjson.dumps(header)) + 1
+            writer.put({"type": "session", "version": 3, "id": session_id, "createdAt": t0, "cwd": CWD,
+                        "isSeeded": False, "delegationDepth": 0})
+        else:
+            writer.line(header)
         writer.flush()  # the header is alone in the first zstd frame
+        if generation == 3:
+            writer.v3 = V3Translator(writer, session_id, sim.system)
         sim.run()
+        if writer.v3 is not None:
+            writer.v3.finish()
         writer.flush()
-    return {**sim.stats, "events": writer.seq, "raw_bytes": writer.raw_bytes}
+    events = writer.v3.seq if writer.v3 is not None else writer.seq
+    return {**sim.stats, "events": events, "raw_bytes": writer.out_bytes, "v0_bytes": writer.raw_bytes}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -459,6 +636,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="once: one prune + one overflow compaction; pressure: compact whenever the "
                              "surface exceeds --context-kb (keeps request bodies bounded on large logs)")
     parser.add_argument("--context-kb", type=int, default=800, help="surface budget for --compaction pressure")
+    parser.add_argument("--generation", type=int, choices=(0, 3), default=0,
+                        help="log format to write: 0 (packed chunk rows) or 3 (the same session as native v3; "
+                             "--size is then the v0 twin's size)")
     parser.add_argument("--check", type=Path, metavar="PATH", help="validate a log instead of writing one")
     args = parser.parse_args(argv)
     if args.check:
@@ -468,10 +648,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.size is None or args.out is None:
         parser.error("--size and --out are required (or use --check PATH)")
     started = wallclock.perf_counter()
-    stats = generate(args.out, args.size, args.seed, args.zstd, args.compaction, args.context_kb * 1000)
+    stats = generate(args.out, args.size, args.seed, args.zstd, args.compaction, args.context_kb * 1000,
+                     args.generation)
     elapsed = wallclock.perf_counter() - started
     disk = args.out.stat().st_size
-    print(f"wrote {args.out}: {stats['raw_bytes']:,} JSONL bytes ({stats['raw_bytes'] / args.size:.1%} of target), "
+    target = f"{stats['raw_bytes'] / args.size:.1%} of target" if args.generation == 0 else (
+        f"v3; the v0 twin is {stats['v0_bytes']:,} bytes, {stats['v0_bytes'] / args.size:.1%} of target")
+    print(f"wrote {args.out}: {stats['raw_bytes']:,} JSONL bytes ({target}), "
           f"{disk:,} on disk, {stats['events']:,} events, {stats['turns']} turns, {stats['steps']} steps, "
           f"{stats['attempts']} attempts, {stats['compactions']} compactions, {stats['prunes']} prunes "
           f"in {elapsed:.1f}s ({stats['raw_bytes'] / elapsed / 1e6:.0f} MB/s)")

@@ -53,6 +53,31 @@ def expand(record: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def expand_stream(stream: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    """(time, chunk) of each chunk embedded in a v2+ settlement's `data.stream` (packed records expanded)."""
+    out: list[tuple[int, dict[str, Any]]] = []
+    for record in stream:
+        kind = record["type"]
+        if kind == "chunk":
+            out.append((record["time"], record["chunk"]))
+            continue
+        delta = PACKED_TYPES[kind]
+        time = record["time0"]
+        members = record["args"] if delta == "tool-call-delta" else record["texts"]
+        for k, member in enumerate(members):
+            if k:
+                time += record["dt"][k - 1]
+            if delta == "tool-call-delta":
+                chunk = {"type": delta, "index": record["index"], "id": record["id"]}
+                if "name" in record:
+                    chunk["name"] = record["name"]
+                chunk["argumentsDelta"] = member
+            else:
+                chunk = {"type": delta, "index": record["index"], "text": member}
+            out.append((time, chunk))
+    return out
+
+
 def load_events(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(header, expanded events) of a whole log, in memory."""
     lines = iter_lines(path)

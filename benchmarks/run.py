@@ -3,7 +3,8 @@
     python benchmarks/run.py [--sizes 10,100,1000] [--quick]
 
 Generates missing logs into benchmarks/data/ (`--compaction pressure`: a long session compacts as its
-surface fills; see README.md), then per size runs (a) the orjson parse floor, (b) `audit verify`,
+surface fills; see README.md), and the format-v3 twin of each (`--generation 3`: the same session), then per
+size runs (a) the orjson parse floor, (b) `audit verify` on the v0 log and on its v3 twin (alternating, best of 3),
 `audit rebuild --format digest` and `audit cache-report`, (c) the naive fresh-fold-per-request baseline,
 (d) the npm reference (reference_bench.mjs: parse, incremental, fresh), plus `audit verify -j1/-j2` on a
 directory of 1,000 small logs. Wall time and peak RSS come from os.wait4 on each child. Writes
@@ -77,13 +78,26 @@ def measure(label: str, cmd: list[str], timeout: float | None = None) -> Run:
     return run
 
 
-def ensure_log(size_mb: int) -> Path:
-    path = DATA / f"s{size_mb}-pressure.jsonl"
+V3_TARGET = 1.2  # verify on a v3 log may cost at most this many times verify on its v0 twin
+
+
+def ensure_log(size_mb: int, generation: int = 0) -> Path:
+    """The size's log; generation 3 is its twin: the same session (same seed, turns, texts) written as format v3."""
+    path = DATA / f"s{size_mb}-pressure{'.v3' if generation == 3 else ''}.jsonl"
     if not path.exists():
         DATA.mkdir(parents=True, exist_ok=True)
         subprocess.run([PY, str(HERE / "generate_log.py"), "--size", f"{size_mb}MB", "--compaction", "pressure",
-                        "--out", str(path)], check=True)
+                        "--generation", str(generation), "--out", str(path)], check=True)
     return path
+
+
+def best_of(tries: list[Run]) -> Run:
+    """The fastest of repeated runs, carrying the highest peak RSS seen over all of them."""
+    best = min(tries, key=lambda r: r.seconds)
+    best.rss_mib = max(r.rss_mib for r in tries)
+    if any(r.rc for r in tries):
+        best.rc = next(r.rc for r in tries if r.rc)
+    return best
 
 
 def digest_of_digests(rebuild_stdout: str) -> str:
@@ -114,16 +128,35 @@ def bench_size(size_mb: int, opts: argparse.Namespace) -> dict[str, object]:
     runs = [floor]
     required = measure("required work", [PY, "benchmarks/required_work.py", rel, "--repeat", repeat])
     stages = re.findall(r"^\s+(\S+)\s+(\d+\.\d+)s\s+(\d+\.\d+)x parse", required.stdout, re.M)
-    verify = measure("(b) audit verify", [AUDIT, "verify", rel])
-    counts = re.search(r"\((\d+) events, (\d+) requests\)", verify.stdout)
+    log3 = ensure_log(size_mb, 3)
+    rel3 = str(log3.relative_to(ROOT))
+    check3 = measure("generate_log --check (v3 twin)", [PY, "benchmarks/generate_log.py", "--check", rel3])
+    gencheck = None
+    if size_mb <= opts.generations_check_max_mb:
+        gencheck = measure("check_generations (v0 = v3)", [PY, "benchmarks/check_generations.py", rel, rel3])
+    # v0 and v3 verify alternate, best of N each: the ratio must not hinge on one noisy run.
+    tries = [(measure("(b) audit verify", [AUDIT, "verify", rel]),
+              measure("(b) v3 twin: audit verify", [AUDIT, "verify", rel3])) for _ in range(int(repeat))]
+    verify, verify3 = best_of([a for a, _ in tries]), best_of([b for _, b in tries])
+    counts = re.search(r"\((?:v\d+, )?(\d+) events, (\d+) requests\)", verify.stdout)
     events, requests = (int(counts.group(1)), int(counts.group(2))) if counts else (0, 0)
+    counts3 = re.search(r"\(v3, (\d+) events, (\d+) requests\)", verify3.stdout)
+    events3, requests3 = (int(counts3.group(1)), int(counts3.group(2))) if counts3 else (0, 0)
+    bytes3 = log3.stat().st_size
+    verify3.extra.update(events=events3, bytes=bytes3)
+    if len(tries) > 1:
+        verify.note = (f"best of {len(tries)}, alternating with the v3 twin's verify; peak RSS the highest of the "
+                       f"{len(tries)}")
+    verify3.note = (f"the same session as format v3: {bytes3:,} bytes, {events3:,} events, {requests3:,} requests; "
+                    f"{verify3.seconds / verify.seconds:.2f}× verify on v0"
+                    + (f"; best of {len(tries)}, alternating" if len(tries) > 1 else ""))
     rebuild = measure("(b) audit rebuild --format digest", [AUDIT, "rebuild", "--format", "digest", rel])
     ours_digest = digest_of_digests(rebuild.stdout)
     rebuild.stdout = ""  # 40k lines; only the digest of digests is kept
     lean = measure("(b) audit cache-report --no-predict", [AUDIT, "cache-report", "--no-predict", "--format",
                                                           "csv", "--out", os.devnull, rel])
     lean.note = "logged figures, collapses and causes; no token prediction"
-    runs += [verify, rebuild, lean]
+    runs += [verify, verify3, rebuild, lean]
     if size_mb <= opts.cache_report_max_mb:
         cache = measure("(b) audit cache-report (predict)", [AUDIT, "cache-report", "--format", "csv", "--out",
                                                     os.devnull, rel], timeout=opts.cache_timeout)
@@ -159,7 +192,8 @@ def bench_size(size_mb: int, opts: argparse.Namespace) -> dict[str, object]:
     runs += [ref_parse, ref_inc, ref_fresh]
     return {"size_mb": size_mb, "log": rel, "bytes": nbytes, "events": events, "requests": requests,
             "floor_s": floor_s, "expand_s": expand_s, "check": check, "runs": runs, "required": required,
-            "stages": [(name, float(secs), float(ratio)) for name, secs, ratio in stages]}
+            "stages": [(name, float(secs), float(ratio)) for name, secs, ratio in stages],
+            "log3": rel3, "check3": check3, "gencheck": gencheck, "requests3": requests3}
 
 
 def effective_seconds(run: Run) -> float:
@@ -182,17 +216,24 @@ def fmt_table(result: dict[str, object]) -> list[str]:
              "| ÷ ref incr. (d) | notes |", "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for run in result["runs"]:  # type: ignore[attr-defined]
         secs = floor_s if run.label.startswith("(a)") else effective_seconds(run)
+        run_events = int(run.extra.get("events", events))
+        run_bytes = int(run.extra.get("bytes", nbytes))
         shown = f"{secs:,.2f}" + (" (extrap.)" if "extrapolated_s" in run.extra else "")
         if run.timed_out:
             shown = f"> {run.seconds:,.0f} (killed)"
         note = run.note or ("" if run.rc == 0 else f"exit {run.rc}: {run.stdout.strip()[-200:]}")
         vs_ref = f"{secs / effective_seconds(ref):.3f}" if ref else ""
         vs_inc = f"{secs / effective_seconds(inc):.3f}" if inc else ""
-        lines.append(f"| {run.label} | {shown} | {events / secs:,.0f} | {nbytes / secs / 1e6:,.1f} | "
+        lines.append(f"| {run.label} | {shown} | {run_events / secs:,.0f} | {run_bytes / secs / 1e6:,.1f} | "
                      f"{run.rss_mib:,.0f} | {secs / floor_s:.2f} | {vs_ref} | {vs_inc} | {note} |")
     expand_s = float(result["expand_s"])  # type: ignore[arg-type]
+    same = result["gencheck"]
     lines += ["", f"orjson floor plus building one dict per packed member (`expand`): {expand_s:.2f}s "
-              f"({expand_s / floor_s:.2f}× floor). `generate_log --check`: rc={result['check'].rc}.", ""]  # type: ignore[attr-defined]
+              f"({expand_s / floor_s:.2f}× floor). `generate_log --check`: rc={result['check'].rc}; "  # type: ignore[attr-defined]
+              f"on the v3 twin `{result['log3']}`: rc={result['check3'].rc}"  # type: ignore[attr-defined]
+              + ("" if same is None else f"; `check_generations.py` (its {result['requests3']:,} requests equal "
+                 f"v0's once the system head moves back to `system`): rc={same.rc}")  # type: ignore[attr-defined]
+              + ".", ""]
     stages = result["stages"]
     if stages:
         lines += ["Unavoidable built-in work of verify (`required_work.py`, stages cumulative, × its own parse "
@@ -219,6 +260,30 @@ def cache_report_extrapolation(result: dict[str, object], results: dict[int, dic
 
 def verdict(ok: bool | None) -> str:
     return "n/a" if ok is None else ("PASS" if ok else "FAIL")
+
+
+def v3_targets(results: dict[int, dict[str, object]]) -> list[str]:
+    """verify on each size's v3 twin against verify on the v0 log, and the v3 memory bound."""
+    lines = []
+    for size_mb, result in results.items():
+        v0, v3 = find(result, "(b) audit verify"), find(result, "(b) v3 twin: audit verify")
+        if v0 is None or v3 is None:
+            continue
+        same = result["gencheck"]
+        checked = result["check3"].rc == 0 and v3.rc == 0 and (same is None or same.rc == 0)  # type: ignore[attr-defined]
+        ratio = v3.seconds / v0.seconds
+        how = "`--check`ed" + ("" if same is None else ", same requests as v0") if checked else "CHECK FAILED"
+        lines.append(f"- verify on v3 ≤ {V3_TARGET}× verify on v0, {size_mb} MB (the same session as format v3, "
+                     f"{how}): **{verdict(ratio <= V3_TARGET and checked)}** — {v3.seconds:.2f}s vs "
+                     f"{v0.seconds:.2f}s = {ratio:.2f}×; peak RSS {v3.rss_mib:.0f} vs {v0.rss_mib:.0f} MiB.")
+    big, mid = results.get(1000), results.get(100)
+    if big and mid:
+        a, b = find(mid, "(b) v3 twin: audit verify"), find(big, "(b) v3 twin: audit verify")
+        assert a and b
+        ratio = b.rss_mib / a.rss_mib
+        lines.append(f"- peak memory, verify on the v3 twin: grows < 2× from 100 MB to 1 GB: **{verdict(ratio < 2)}** "
+                     f"— {a.rss_mib:.0f} → {b.rss_mib:.0f} MiB = {ratio:.2f}×.")
+    return lines
 
 
 def targets(results: dict[int, dict[str, object]], par: tuple[Run, Run] | None) -> list[str]:
@@ -260,6 +325,7 @@ def targets(results: dict[int, dict[str, object]], par: tuple[Run, Run] | None) 
             ratio = b.rss_mib / a.rss_mib
             lines.append(f"- peak memory, {label[4:]}: grows < 2× from 100 MB to 1 GB: **{verdict(ratio < 2)}** — "
                          f"{a.rss_mib:.0f} → {b.rss_mib:.0f} MiB = {ratio:.2f}×.")
+    lines += v3_targets(results)
     if par:
         one, two = par
         speedup = one.seconds / two.seconds
@@ -287,6 +353,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-report-max-mb", type=int, default=100, help="largest size cache-report runs on")
     parser.add_argument("--naive-limit", type=int, default=200, help="requests of the naive baseline above 10 MB")
     parser.add_argument("--small-logs", type=int, default=1000)
+    parser.add_argument("--generations-check-max-mb", type=int, default=100,
+                        help="largest size whose v3 twin's requests are compared with v0's (check_generations.py)")
     parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
     opts = parser.parse_args(argv)
     if opts.quick:
@@ -333,7 +401,11 @@ def main(argv: list[str] | None = None) -> int:
            "- ÷ ref columns: our seconds divided by the reference's (below 1 = we are faster).", "",
            "## Commands", ""]
     for result in results.values():
-        md += [f"    {shlex.join(r.cmd)}" for r in [result["check"], result["required"], *result["runs"]]]  # type: ignore[list-item]
+        listed: list[Run] = [result["check"], result["check3"]]  # type: ignore[list-item]
+        if result["gencheck"] is not None:
+            listed.append(result["gencheck"])  # type: ignore[arg-type]
+        listed += [result["required"], *result["runs"]]  # type: ignore[list-item, misc]
+        md += [f"    {shlex.join(r.cmd)}" for r in listed]
     md += [f"    {shlex.join(r.cmd)}" for r in par] + [""]
     opts.out.write_text("\n".join(md))
     print(f"wrote {opts.out} in {total:.0f}s")
