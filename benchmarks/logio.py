@@ -29,52 +29,48 @@ def iter_lines(path: Path) -> Iterator[bytes]:
         yield from f
 
 
+def _packed_chunks(delta: str, fields: dict[str, Any], members: list[str], time: int,
+                   gaps: list[int]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(time, chunk) per member of a packed run; `fields` holds its index, and id and name for tool calls."""
+    for k, member in enumerate(members):
+        if k:
+            time += gaps[k - 1]
+        if delta == "tool-call-delta":
+            chunk = {"type": delta, "index": fields["index"], "id": fields["id"]}
+            if "name" in fields:
+                chunk["name"] = fields["name"]
+            chunk["argumentsDelta"] = member
+        else:
+            chunk = {"type": delta, "index": fields["index"], "text": member}
+        yield time, chunk
+
+
+def _members(delta: str, fields: dict[str, Any]) -> list[str]:
+    members: list[str] = fields["args"] if delta == "tool-call-delta" else fields["texts"]
+    return members
+
+
 def expand(record: dict[str, Any]) -> list[dict[str, Any]]:
     """Expand a packed chunk row into its assistant/chunk events; any other record is returned as is."""
     delta = PACKED_TYPES.get(record["type"])
     if delta is None:
         return [record]
     data = record["data"]
-    members = data["args"] if delta == "tool-call-delta" else data["texts"]
-    seq, time = record["seq0"], record["time0"]
-    out = []
-    for k, member in enumerate(members):
-        if k:
-            time += data["dt"][k - 1]
-        if delta == "tool-call-delta":
-            chunk = {"type": delta, "index": data["index"], "id": data["id"]}
-            if "name" in data:
-                chunk["name"] = data["name"]
-            chunk["argumentsDelta"] = member
-        else:
-            chunk = {"type": delta, "index": data["index"], "text": member}
-        out.append({"type": "assistant/chunk", "seq": seq + k, "time": time,
-                    "data": {"turn": data["turn"], "step": data["step"], "chunk": chunk}})
-    return out
+    chunks = _packed_chunks(delta, data, _members(delta, data), record["time0"], data["dt"])
+    return [{"type": "assistant/chunk", "seq": record["seq0"] + k, "time": time,
+             "data": {"turn": data["turn"], "step": data["step"], "chunk": chunk}}
+            for k, (time, chunk) in enumerate(chunks)]
 
 
 def expand_stream(stream: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
     """(time, chunk) of each chunk embedded in a v2+ settlement's `data.stream` (packed records expanded)."""
     out: list[tuple[int, dict[str, Any]]] = []
     for record in stream:
-        kind = record["type"]
-        if kind == "chunk":
+        if record["type"] == "chunk":
             out.append((record["time"], record["chunk"]))
             continue
-        delta = PACKED_TYPES[kind]
-        time = record["time0"]
-        members = record["args"] if delta == "tool-call-delta" else record["texts"]
-        for k, member in enumerate(members):
-            if k:
-                time += record["dt"][k - 1]
-            if delta == "tool-call-delta":
-                chunk = {"type": delta, "index": record["index"], "id": record["id"]}
-                if "name" in record:
-                    chunk["name"] = record["name"]
-                chunk["argumentsDelta"] = member
-            else:
-                chunk = {"type": delta, "index": record["index"], "text": member}
-            out.append((time, chunk))
+        delta = PACKED_TYPES[record["type"]]
+        out.extend(_packed_chunks(delta, record, _members(delta, record), record["time0"], record["dt"]))
     return out
 
 
