@@ -230,7 +230,8 @@ def test_unknown_event_refuses_unless_ignorable() -> None:
         requests_of(log)
     log.events[-1]["ignorable"] = True
     assert len(requests_of(log)) == 2
-    assert codes(log) == ["unknown-ignorable"]
+    # read and skipped; the note says the official v0->v1 migration would refuse it even so
+    assert codes(log) == ["unknown-ignorable", "migration-refused"]
 
 
 def test_seq_gap_and_legacy_header_delta_are_findings() -> None:

@@ -400,3 +400,117 @@ def test_a_packed_stream_record_is_checked_as_a_packed_row_is(tmp_path: Path, ed
     [report] = verify_path(path)
     assert [f.render() for f in report.findings if f.code == "stream-record"] == [
         f"{path}:6: seq 4: assistant/message: error [stream-record] data.stream[1]: {message}"]
+
+
+# -- malformed input of the newer generations: findings, never a crash ------------------------------------
+def v4_with_developer(tmp_path: Path, header_seq: Any) -> Path:
+    log = GenLog(4)
+    log.add("turn/start", {"turn": 1})
+    log.add("step/start", {"turn": 1, "step": 1})
+    log.system(1, 1, "prompt")
+    log.user(1, "hello")
+    seq = log.header_event()
+    log.add("developer/message", {"turn": 1, "step": 1, "message": {
+        "source": {"kind": "tool-registry"}, "content": [{"type": "tool-addition", "toolName": "run"}],
+        "role": "developer", "id": "d1"}, "headerSeq": seq if header_seq == "header" else header_seq},
+        surfaceOp="append")
+    log.response(1, 1, "hi")
+    log.add("step/end", {"turn": 1, "step": 1})
+    log.add("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    return log.write(tmp_path / "session.v4.jsonl")
+
+
+@pytest.mark.parametrize(("header_seq", "expected"), [("header", []), (2, ["developer-header"]),
+                                                      ([4], ["schema", "developer-header"]),
+                                                      (True, ["schema", "developer-header"])])
+def test_developer_message_binds_to_an_earlier_header(tmp_path: Path, header_seq: Any,
+                                                      expected: list[str]) -> None:
+    path = v4_with_developer(tmp_path, header_seq)
+    assert codes(path) == expected
+    messages = body(path)["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "developer"]   # kept as logged: route unknown
+
+
+def test_a_settlement_without_data_is_an_envelope_finding_in_every_command(tmp_path: Path) -> None:
+    log = GenLog(4)
+    log.turn(1, "hello", "hi", head="prompt")
+    log.events.insert(6, {"type": "assistant/attempt", "seq": 6, "time": 0})
+    for seq, event in enumerate(log.events):
+        event["seq"] = seq
+    path = log.write(tmp_path / "session.v4.jsonl")
+    assert "envelope" in codes(path)
+    for command in (["cache-report", "--no-predict"], ["header-diff"]):
+        result = CliRunner().invoke(main, [*command, str(path)])
+        assert result.exception is None or isinstance(result.exception, SystemExit), command
+
+
+@pytest.mark.parametrize("version", [2, 4])
+def test_later_loaders_skip_an_unknown_event_marked_ignorable(tmp_path: Path, version: int) -> None:
+    log = GenLog(version)
+    log.turn(1, "hello", "hi", head="prompt" if version >= 3 else None)
+    log.add("future/thing", {"x": 1}, ignorable=True)
+    path = log.write(tmp_path / f"session.v{version}.jsonl")
+    found = codes(path)
+    # v2's successor migration (v2->v3) classifies every event, so the log gets a note too
+    assert found == (["unknown-ignorable", "migration-refused"] if version == 2 else ["unknown-ignorable"])
+    assert len(reconstruct_file(path).requests) == 1
+
+
+def test_the_v1_loader_skips_an_unknown_event_marked_ignorable_too(tmp_path: Path) -> None:
+    from logbuilder import LogBuilder
+
+    log = LogBuilder(version=1)
+    log.simple_turn(1, "hello", "hi", header_reason="initial")
+    log.add("future/thing", {"x": 1}, ignorable=True)
+    path = tmp_path / "session.v1.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in [log.header, *log.events]))
+    assert codes(path) == ["unknown-ignorable"]
+
+
+def test_a_message_prefix_never_reaches_a_request_after_v0(tmp_path: Path) -> None:
+    log = GenLog(2)
+    log.turn(1, "hello", "hi")
+    log.events[3]["data"]["header"]["messagePrefix"] = [{"role": "user", "content": [{"type": "text",
+                                                                                       "text": "PREFIX"}]}]
+    path = log.write(tmp_path / "session.v2.jsonl")
+    assert codes(path) == ["schema"]
+    assert "PREFIX" not in json.dumps(body(path))
+
+
+def test_a_range_cannot_expand_beyond_the_events_before_it(tmp_path: Path) -> None:
+    log = GenLog(2)
+    log.turn(1, "hello", "hi")
+    log.events[2]["seq"] = 2**53 - 2                 # claims a huge seq ...
+    log.events[2]["sourceEventSeqs"] = [[0, 2**53 - 3]]   # ... to cite a range that large
+    path = log.write(tmp_path / "session.v2.jsonl")
+    [report] = verify_path(path)
+    assert any(f.code == "source-ranges" and "exceeds its event seq" in f.message for f in report.findings)
+
+
+def test_an_in_history_prompt_leaves_the_head_and_its_placeholder(tmp_path: Path) -> None:
+    log = GenLog(4)
+    log.turn(1, "hello", "hi", head="{{system}}")
+    log.add("turn/start", {"turn": 2})
+    log.add("step/start", {"turn": 2, "step": 1})
+    log.system(2, 1, "a later prompt, appended mid-history")
+    log.user(2, "again")
+    log.header_event("series")
+    log.response(2, 1, "ok")
+    log.add("step/end", {"turn": 2, "step": 1})
+    log.add("turn/end", {"turn": 2, "reason": {"kind": "completed"}})
+    path = log.write(tmp_path / "session.v4.jsonl")
+    second = reconstruct_file(path).requests[1]
+    assert second.placeholders == ["system"] and second.extends_previous
+    diff = build_header_diff([path])
+    system = diff.filter(diff["field"] == "system")   # the head did not change (a scrubbed one never verifiably)
+    assert system["change"].to_list() == ["unverifiable"] and system["seq"].to_list() == [12]
+
+
+def test_a_v0_header_names_no_end_seed_marker(tmp_path: Path) -> None:
+    from logbuilder import LogBuilder
+
+    log = LogBuilder(isSeeded=True)
+    log.simple_turn(1, "hello", "hi", header_reason="initial")
+    path = tmp_path / "session.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in [log.header, *log.events]))
+    assert codes(path) == []   # v0's cut is seedLength; an isSeeded flag asks for no marker

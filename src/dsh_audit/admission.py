@@ -48,7 +48,7 @@ class Admission:
         problem = envelope_problem(raw)
         if problem:
             self.report("envelope", problem, seq=seq, event_type=str(kind), rejects=True)
-            if not isinstance(kind, str):
+            if not isinstance(kind, str) or "data" not in raw:   # nothing a check could read
                 return None
         elif kind in self._plain_types:
             return raw
@@ -88,14 +88,14 @@ class Admission:
         return event
 
     def _unknown(self, event: Event, kind: str, seq: int) -> None:
-        label = self.generation.label
-        if event.get("ignorable") is True and self.generation.unknown_ignorable == "skip":
+        """Every generation's loader skips an unknown type marked `ignorable: true` (its migrations may not:
+        dsh_audit.successors says so) and refuses any other."""
+        if event.get("ignorable") is True:
             self.report("unknown-ignorable", f'unknown event type "{kind}" marked ignorable: skipped',
                         seq=seq, event_type=kind, severity="warning")
             return
         retired = self.words.retired_legacy.get(kind)
-        why = (f"marked ignorable, but the format {label} loader admits only its own vocabulary"
-               if event.get("ignorable") is True else "not marked ignorable")
-        self.report("unknown-event", f'event type "{kind}" is unknown to this harness ({label}) and {why}; '
-                    "refusing to interpret the log" + (f" (retired legacy type: {retired})" if retired else ""),
+        self.report("unknown-event", f'event type "{kind}" is unknown to this harness '
+                    f"({self.generation.label}) and not marked ignorable; refusing to interpret the log"
+                    + (f" (retired legacy type: {retired})" if retired else ""),
                     seq=seq, event_type=kind, rejects=True)

@@ -46,6 +46,7 @@ class RebuiltRequest:
     attempt: int
     dispatch_seq: int
     bound: str                          # "first-chunk" | "first-response-event" | "settlement"
+    dispatch_type: str                  # the type of the event at the dispatch seq
     header_seq: int | None
     sha256: str | None                  # None when no header is in force
     message_count: int
@@ -79,7 +80,7 @@ class RequestFold:
         self.generation = generation
         self.settles = generation.dispatch == "settlement"
         self.surface_types = vocabulary(generation.version).surface_types
-        self.message_prefix_mode = message_prefix if generation.message_prefix else "none"
+        self.message_prefix_mode = message_prefix
         self.bodies = bodies
         self.finding = report
         self.surface = Surface(protect_head=generation.system_prompt == "surface")
@@ -97,7 +98,6 @@ class RequestFold:
         self._prefix: tuple[HeaderSnapshot, list[bytes]] | None = None  # a header and its serialized prefix
         self._hash_count = 0
         self._hash_primed = False
-        self.system_placeholder = False   # v3 on: the system/message head holds a "{{system}}" token
 
     # -- the fold ---------------------------------------------------------------------------------------
     def feed(self, record: LogRecord, event: dict[str, Any] | None) -> RebuiltRequest | None:
@@ -143,11 +143,11 @@ class RequestFold:
     def _on_settlement(self, event: dict[str, Any], seq: int, line: int) -> RebuiltRequest | None:
         """v2 and later: the event that settles an attempt dispatches it too. The request is the surface and
         header before it; its usage and finish are in the embedded stream; a message then joins the surface."""
-        data = event["data"]
+        data = event.get("data")
         stream = data.get("stream") if isinstance(data, dict) else None
         step = self._chunk_step(event)
         if step is not None:   # an empty stream with no header in force is a chunkless, authored response
-            self._dispatch(step, seq, "settlement", line, traced=bool(stream))
+            self._dispatch(step, seq, "settlement", line, traced=bool(stream), event_type=event["type"])
         if self.current is not None:
             usage = data.get("usage") if isinstance(data, dict) else None
             for record in stream if isinstance(stream, list) else ():
@@ -164,7 +164,7 @@ class RequestFold:
         """The step's response: bound a chunkless step here, attach usage, join the surface, close."""
         step = self._chunk_step(event)
         if self.current is None and step is not None and step not in self.attempts:
-            self._dispatch(step, seq, "first-response-event", line)
+            self._dispatch(step, seq, "first-response-event", line, event_type="assistant/message")
         if self.current is not None and self.current.usage is None:
             data = event.get("data")
             usage = data.get("usage") if isinstance(data, dict) else None
@@ -180,8 +180,6 @@ class RequestFold:
     def _apply_surface(self, event: dict[str, Any], seq: int) -> None:
         op = event.get("surfaceOp")
         kind = event["type"]
-        if kind == "system/message":
-            self.system_placeholder = is_placeholder(system_text(event["data"].get("message")))
         try:
             if op == "append":
                 self.surface.append(seq, event)
@@ -203,7 +201,8 @@ class RequestFold:
 
     def _apply_header(self, event: dict[str, Any], seq: int) -> None:
         data = event["data"]
-        new = snapshot(seq, data, system=self.generation.system_prompt == "header")
+        new = snapshot(seq, data, system=self.generation.system_prompt == "header",
+                       prefix=self.generation.message_prefix)
         old = self.header
         if old is None:
             self.pending_causes.append(Cause(new.reason, seq, "first request/header"))
@@ -246,19 +245,21 @@ class RequestFold:
         closed, self.current = self.current, None
         return closed
 
-    def _dispatch(self, step: tuple[int, int], seq: int, bound: str, line: int, *, traced: bool = True) -> None:
+    def _dispatch(self, step: tuple[int, int], seq: int, bound: str, line: int, *, traced: bool = True,
+                  event_type: str = "assistant/chunk") -> None:
         if (bound == "first-response-event" or not traced) and self.header is None:
             # The loop logs at least one chunk per dispatched attempt; a chunkless response with no header in
             # force (authored fixtures) leaves no request to rebuild. The reference finds no dispatch here either.
             self.finding("untraced-response", f"step {step[0]}.{step[1]} has a response but no chunk and no "
                          "request/header: no dispatched request can be rebuilt", seq=seq,
-                         event_type="assistant/message", severity="warning")
+                         event_type=event_type, severity="warning")
             self.attempts[step] = 0
             return
         attempt = self.attempts.get(step, 0) + 1
         self.attempts[step] = attempt
         header = self.header
         request = RebuiltRequest(turn=step[0], step=step[1], attempt=attempt, dispatch_seq=seq, bound=bound,
+                                 dispatch_type=event_type,
                                  header_seq=header.seq if header else None, sha256=None,
                                  message_count=len(self.surface.visible), line=line,
                                  inherited=self.seed_cut is not None and seq < self.seed_cut)
@@ -266,11 +267,13 @@ class RequestFold:
         if header is None:
             self.finding("no-header", f"no request/header before dispatch seq {seq}: the request's envelope "
                          "(provider, model, system, tools) is not in the log", seq=seq,
-                         event_type=_BOUND_EVENT[bound], rejects=True)
+                         event_type=event_type, rejects=True)
         else:
             config = header.header.get("config") or {}
             request.provider, request.model = config.get("provider"), config.get("model")
-            request.placeholders = list(header.placeholders) + (["system"] if self.system_placeholder else [])
+            head = self.surface.head_message   # v3 on: a "{{system}}" token in the system head
+            request.placeholders = list(header.placeholders) + (
+                ["system"] if head is not None and is_placeholder(system_text(head)) else [])
             prefix = self._prefix_messages(header, request)
             request.sha256 = self._digest(header, prefix)
             if self.bodies:
@@ -329,11 +332,7 @@ class RequestFold:
         unexplained = not any(c.kind != "initial" for c in causes)
         if not first and not request.extends_previous and unexplained and header is not None:
             self.finding("prefix-break", "request is not an append-extension of its predecessor and no logged "
-                         "event explains it", seq=request.dispatch_seq, event_type=_BOUND_EVENT[request.bound])
+                         "event explains it", seq=request.dispatch_seq, event_type=request.dispatch_type)
         self.previous_header = header
         self.previous_count = len(self.surface.visible)
         self.previous_generation = self.surface.generation
-
-
-_BOUND_EVENT = {"first-chunk": "assistant/chunk", "first-response-event": "assistant/message",
-                "settlement": "assistant/message"}

@@ -1,9 +1,10 @@
-"""The dsh log generations (format versions) dsh-audit reads, as schemas/generations.json states them.
+"""The dsh log generations (format versions) dsh-audit reads.
 
 A generation decides how rows are decoded (packed chunk rows or one event per row, how a seeded child marks
 its inherited cut) and how a request is rebuilt (where an attempt is dispatched, where the system prompt
-lives, how a surface replace names its range). The event vocabulary of each generation is in the event
-schemas themselves (`x-dsh-generations`, read by dsh_audit.vocabulary).
+lives, how a surface replace names its range, what a tool result is). Each of those follows from the
+generation's schemas, so it is derived here, never restated; schemas/generations.json holds only what the
+schemas cannot say (who wrote it, the loader's legacy upgrades, the decoders' and validators' extra rules).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from .vocabulary import schema_at, vocabulary
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,8 +32,8 @@ class Generation:
     seed_cut: str                  # "seedLength" (header) | "inherited-end-seed" (last tagged session/end-seed)
     message_prefix: bool           # header.messagePrefix may be present (legacy writers)
     legacy_shapes: bool            # pre-identity message shapes are upgraded on load
-    unknown_ignorable: str         # an unknown type marked ignorable: "skip" | "refuse"
     unique_source_ranges: bool     # range-decoded sourceEventSeqs must be unique and earlier at decode time
+    error_needs_flag: bool         # a tool result carrying data.error must be flagged isError
 
     @property
     def label(self) -> str:
@@ -46,23 +49,40 @@ def _document() -> dict[str, Any]:
     return document
 
 
+def _derived(version: int) -> dict[str, Any]:
+    """What the generation's schemas say about reading it."""
+    words = vocabulary(version)
+    surface_op = schema_at(version, "envelope", "properties", "surfaceOp") or {}
+    [replace] = [branch["required"] for branch in surface_op.get("anyOf", []) if "required" in branch]
+    header_keys = schema_at(version, "session-header", "properties") or {}
+    request_header = schema_at(version, "request/header", "properties", "header", "properties") or {}
+    tool_role = schema_at(version, "tool/result", "properties", "message", "properties", "role") or {}
+    return {
+        "packed_chunk_rows": schema_at(version, "packed-chunk-row") is not None,
+        "dispatch": "first-chunk" if "assistant/chunk" in words.known_types else "settlement",
+        "system_prompt": "surface" if "system/message" in words.surface_types else "header",
+        "tool_result": "tool-message" if tool_role.get("const") == "tool" else "user-block",
+        "replace_keys": tuple(key for key in replace if key != "op"),
+        "seed_cut": "seedLength" if "seedLength" in header_keys else "inherited-end-seed",
+        "message_prefix": "messagePrefix" in request_header,
+    }
+
+
 @cache
 def generations() -> tuple[Generation, ...]:
     """Every known generation, oldest first."""
     return tuple(Generation(
-        version=item["version"], written_by=item["writtenBy"], packed_chunk_rows=item["packedChunkRows"],
-        dispatch=item["dispatch"], system_prompt=item["systemPrompt"], tool_result=item["toolResult"],
-        replace_keys=tuple(item["replaceKeys"]),
-        seed_cut=item["seedCut"], message_prefix=item["messagePrefix"], legacy_shapes=item["legacyShapes"],
-        unknown_ignorable=item["unknownIgnorable"], unique_source_ranges=item["uniqueSourceRanges"])
-        for item in _document()["generations"])
+        version=item["version"], written_by=item["writtenBy"], legacy_shapes=item["legacyShapes"],
+        unique_source_ranges=item["uniqueSourceRanges"], error_needs_flag=item["toolResultErrorNeedsFlag"],
+        **_derived(item["version"]))
+        for item in sorted(_document()["generations"], key=lambda item: item["version"]))
 
 
 def generation(version: int) -> Generation:
-    known = generations()
-    if not 0 <= version < len(known):
+    found = next((known for known in generations() if known.version == version), None)
+    if found is None:
         raise KeyError(version)
-    return known[version]
+    return found
 
 
 def newest() -> Generation:

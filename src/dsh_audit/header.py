@@ -68,14 +68,19 @@ class HeaderSnapshot:
         return self.raw.get("messagePrefix")
 
 
-def snapshot(seq: int, data: dict[str, Any], *, system: bool = True) -> HeaderSnapshot:
+def snapshot(seq: int, data: dict[str, Any], *, system: bool = True, prefix: bool = True) -> HeaderSnapshot:
+    """One header, folded. `system`/`prefix` False: the log's generation has no header.system (v3 on) or no
+    messagePrefix (v1 on), so a stray one (a schema finding) never reaches a request."""
     raw = data.get("header")
     raw = raw if isinstance(raw, dict) else {}
+    if not prefix and "messagePrefix" in raw:
+        raw = {key: value for key, value in raw.items() if key != "messagePrefix"}
     canonical = canonical_header(raw, system=system)
     config = canonical["config"] if isinstance(canonical["config"], dict) else {}
     config_bytes = b"".join(f"{dumps(key)}:{dumps(value)},".encode() for key, value in config.items())
     tail = "".join(f',"{key}":{dumps(canonical[key])}' for key in ("system", "tools") if key in canonical)
-    placeholders = tuple(key for key in ("system", "tools", "messagePrefix") if is_placeholder(raw.get(key)))
+    placeholders = tuple(key for key in ("system", "tools", "messagePrefix")
+                         if (system or key != "system") and is_placeholder(raw.get(key)))
     return HeaderSnapshot(seq=seq, reason=str(data.get("reason")), header=canonical, raw=raw,
                           config_bytes=config_bytes, tail_bytes=(tail + "}").encode(), placeholders=placeholders)
 

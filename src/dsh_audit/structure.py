@@ -8,9 +8,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .findings import Report
-from .generations import Generation
 from .header import is_placeholder, system_text
 from .readers.jsonvalue import MAX_SAFE_INTEGER
+from .records import LogSource
 from .seqlist import seq_facts
 from .vocabulary import vocabulary
 
@@ -133,15 +133,17 @@ def _flags_error(message: Any) -> bool:
 class StructureChecker:
     """A walk check (dsh_audit.walker.Check) of one log of the given generation."""
 
-    def __init__(self, report: Report, generation: Generation, header: dict[str, Any]) -> None:
+    def __init__(self, report: Report, source: LogSource) -> None:
         self.report = report
-        self.generation = generation
+        self.generation = generation = source.generation
+        header = source.header
         self.settles = generation.dispatch == "settlement"
         words = vocabulary(generation.version)
         self.surface_types = words.surface_types
         self.forbids_sources = words.forbids_sources
         self.header_seqs: set[int] = set()   # v4: a developer/message binds to an earlier request/header
-        self.seeded = header.get("isSeeded") is True   # v2 on: the log must carry its inherited cut marker
+        # v2 on: a seeded child must carry its inherited cut marker (a v0/v1 header names the cut instead)
+        self.seeded = generation.seed_cut == "inherited-end-seed" and header.get("isSeeded") is True
         self.seed_markers = 0
         self.turn: int | None = None
         self.step: int | None = None
@@ -290,7 +292,7 @@ class StructureChecker:
         adds = any(isinstance(block, dict) and block.get("type") == "tool-addition"
                    for block in (content if isinstance(content, list) else ()))
         header_seq = data.get("headerSeq") if isinstance(data, dict) else None
-        if adds and header_seq not in self.header_seqs:
+        if adds and not (type(header_seq) is int and header_seq in self.header_seqs):
             self.report("developer-header", "developer/message adds tools but its headerSeq "
                         f"{header_seq!r} names no earlier request/header", seq=seq, event_type="developer/message")
         elif not adds and header_seq is not None:
@@ -422,8 +424,8 @@ class StructureChecker:
 
     def _on_tool_result(self, data: Any, seq: int) -> None:
         message = data.get("message") if isinstance(data, dict) else None
-        # From v3 (npm -v2-to-v3's admission, v4's tool-role lift) error metadata requires the error flag.
-        if isinstance(data, dict) and "error" in data and self.generation.version >= 3 and not _flags_error(message):
+        if isinstance(data, dict) and "error" in data and self.generation.error_needs_flag \
+                and not _flags_error(message):
             self.report("tool-result-error", "tool/result carries error metadata for a result not flagged isError",
                         seq=seq, event_type="tool/result")
         source = (message or {}).get("source") or {}

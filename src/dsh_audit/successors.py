@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .findings import Report
-from .generations import Generation
+from .records import LogSource
 from .vocabulary import vocabulary
 
 if TYPE_CHECKING:
@@ -19,18 +19,23 @@ SUPPORTED_DESCRIPTOR = 3   # the only subagent/descriptor version the v0->v1 mig
 
 
 class SuccessorCheck:
-    """A walk check: the refusals of the v0->v1 and v2->v3 migrations that a log of an older generation meets."""
+    """A walk check: the refusals of the v0->v1 and v2->v3 migrations that a log of an older generation meets.
+    The edges are named by version here: they are facts about two published packages, not about a format."""
 
-    def __init__(self, report: Report, generation: Generation) -> None:
+    def __init__(self, report: Report, source: LogSource) -> None:
         self.report = report
-        self.generation = generation
-        self.surface_types = vocabulary(generation.version).surface_types
+        self.generation = source.generation
+        words = vocabulary(self.generation.version)
+        self.surface_types, self.known_types = words.surface_types, words.known_types
         self.step_seen = False
         self.noted: set[str] = set()   # one note per refusal and log
 
     def observe(self, walked: Walked) -> None:
         event, record = walked.event, walked.record
-        if event is None or record is None:
+        if record is None:
+            return
+        if event is None:
+            self._unknown_ignorable(record.event, record.seq)
             return
         kind, data = event["type"], event.get("data")
         if kind == "step/start":
@@ -44,6 +49,18 @@ class SuccessorCheck:
             self._note("head", "dsh 0.1.5 and later cannot open this log: the official v2→v3 migration puts the "
                        "system prompt after the first step/start and refuses a surface event logged before it",
                        record.seq, kind)
+
+    def _unknown_ignorable(self, raw: dict[str, object], seq: int) -> None:
+        """Both migrations that classify every event refuse an unknown one, even marked ignorable."""
+        kind = raw.get("type")
+        if raw.get("ignorable") is not True or not isinstance(kind, str) or kind in self.known_types:
+            return
+        if self.generation.version == 0:
+            self._note("unknown", "dsh 0.1.3 and later cannot open this log: the official v0→v1 migration refuses "
+                       f"unknown event types even when ignorable ({kind!r})", seq, kind)
+        elif self.generation.version == 2:
+            self._note("unknown", "dsh 0.1.5 and later cannot open this log: the official v2→v3 migration refuses "
+                       f"unclassified events even when ignorable ({kind!r})", seq, kind)
 
     def _note(self, key: str, message: str, seq: int, kind: str) -> None:
         if key not in self.noted:

@@ -93,6 +93,7 @@ class Surface:
     def __init__(self, *, protect_head: bool = False) -> None:
         self.protect_head = protect_head
         self.head_is_system = False
+        self.head_message: Any = None   # the system head's message (v3 on), while node 0 is one
         self.nodes: list[int] = []
         self.messages: dict[int, bytes | None] = {}     # node seq -> serialized message (None: projects nothing)
         self.tool_results: dict[int, Any] = {}          # node seq -> data, kept for rewrite checks
@@ -105,6 +106,7 @@ class Surface:
             system = event.get("type") == "system/message"
             if not self.nodes:
                 self.head_is_system = system
+                self.head_message = derive_message(event) if system else None
             elif system and not self.head_is_system:
                 raise SurfaceError("system/message requires a protected first surface head (a system/message at "
                                    "node 0)", "system-head")
@@ -139,8 +141,9 @@ class Surface:
             if _masked_tool_result(self.tool_results[shadowed[0]]) != _masked_tool_result(event.get("data")):
                 raise SurfaceError("tool/result surface replacement may change only content")
         self._admit(seq, event)
-        if i == 0:
+        if i == 0 and self.protect_head:
             self.head_is_system = event.get("type") == "system/message"
+            self.head_message = derive_message(event) if self.head_is_system else None
         self.nodes[i:j + 1] = [seq]
         for node in shadowed:
             self.messages.pop(node, None)

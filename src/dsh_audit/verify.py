@@ -102,9 +102,9 @@ class SchemaCheck:
     """Each admitted event against its own generation's schemas (packed members are expanded by us from a row
     the reader validated, so they are skipped)."""
 
-    def __init__(self, report: Report, generation: int) -> None:
+    def __init__(self, report: Report, source: LogSource) -> None:
         self.report = report
-        self.generation = generation
+        self.generation = source.generation.version
 
     def observe(self, walked: Walked) -> None:
         event, record = walked.native, walked.record
@@ -125,17 +125,16 @@ def _verify_source(source: LogSource, message_prefix: str, keep_requests: bool) 
     for violation in validate_header(source.header, generation.version):
         findings.append(Finding("schema", f"session header {violation.pointer or '/'}: {violation.message}",
                                 line=source.header_line, log=source.label))
-    walker = Walker(source, message_prefix=message_prefix, on_finding=findings.append)
-    walker.checks = [SchemaCheck(walker.sink.report, generation.version),
-                     StructureChecker(walker.sink.report, generation, source.header),
-                     SuccessorCheck(walker.sink.report, generation)]
+    walker = None
     try:
+        walker = Walker(source, message_prefix=message_prefix, on_finding=findings.append,
+                        checks=(SchemaCheck, StructureChecker, SuccessorCheck))
         for walked in walker:
             if walked.closed is not None:
                 report.add(walked.closed)
     except DshAuditError as error:   # unreadable from here on: keep what was found before
         report.read_error = str(error)
-        report.events = walker.events
+        report.events = walker.events if walker is not None else 0
         return report
     report.events = walker.events
     if source.torn_tail is not None:

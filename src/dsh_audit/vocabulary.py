@@ -9,6 +9,7 @@ The validators are compiled once per process and generation, because a log can h
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -154,6 +155,28 @@ def _generation_documents(generation: int) -> list[dict[str, Any]]:
     return mine
 
 
+def schema_at(generation: int, root: str, *keys: str) -> dict[str, Any] | None:
+    """The sub-schema at `keys` below a root of one generation — an event type ("request/header") or a non-event
+    root ("envelope", "session-header", "packed-chunk-row") — following `$ref`s; None where there is none.
+    How a generation reads its logs follows from these (dsh_audit.generations)."""
+    documents = _generation_documents(generation)
+    found = (_root(documents, root, generation) if "/" not in root else
+             next((d for d in documents if d.get("x-dsh-type") == root), None))
+    if found is None:
+        return None
+    resolver = _registry()[1].resolver(base_uri=found["$id"])
+    schema: Any = found
+    for key in (None, *keys):
+        if key is not None:
+            schema = schema.get(key) if isinstance(schema, dict) else None
+        while isinstance(schema, dict) and "$ref" in schema:
+            resolved = resolver.lookup(schema["$ref"])
+            schema, resolver = resolved.contents, resolved.resolver
+        if not isinstance(schema, dict):
+            return None
+    return dict(schema)
+
+
 @cache
 def vocabulary(generation: int = 0) -> Vocabulary:
     """The event vocabulary of one log generation: the annotations only, no validator is compiled."""
@@ -234,8 +257,9 @@ def _violations(error: ValidationError, prefix: str) -> Iterator[SchemaViolation
         yield SchemaViolation(f"{where}/{_escape(key)}", "missing required key")
     elif keyword == "additionalProperties" and isinstance(instance, dict):
         allowed = error.schema.get("properties", {})
+        patterns = [re.compile(pattern) for pattern in error.schema.get("patternProperties", {})]
         for key in instance:
-            if key not in allowed:
+            if key not in allowed and not any(pattern.search(key) for pattern in patterns):
                 yield SchemaViolation(f"{where}/{_escape(key)}", "unexpected key")
     elif keyword == "type":
         yield SchemaViolation(where, f"expected {expected}, got {_json_type(instance)}")

@@ -6,14 +6,15 @@ or beside it, never by reading another module's state back.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .admission import Admission
 from .errors import LogRejected
-from .findings import Finding, FindingSink
+from .findings import Finding, FindingSink, Report
 from .fold import RebuiltRequest, RequestFold
+from .header import HeaderSnapshot
 from .records import LogRecord, LogSource
 
 Event = dict[str, Any]
@@ -36,6 +37,9 @@ class Check(Protocol):
     def observe(self, walked: Walked) -> None: ...
 
     def finish(self, last_seq: int | None) -> None: ...
+
+
+CheckType = Callable[[Report, LogSource], Check]   # a check class: built per log with the walk's report
 
 
 def raise_rejections(finding: Finding) -> None:
@@ -74,7 +78,7 @@ class Walker:
     """Iterate to walk the log once; `events` counts the stored events seen so far."""
 
     def __init__(self, source: LogSource, *, message_prefix: str = "legacy", bodies: bool = False,
-                 on_finding: Any = None, checks: Iterable[Check] = ()) -> None:
+                 on_finding: Callable[[Finding], None] | None = None, checks: Iterable[CheckType] = ()) -> None:
         self.source = source
         self.generation = source.generation
         self.sink = FindingSink(source.label, on_finding or raise_rejections)
@@ -83,43 +87,49 @@ class Walker:
         self.fold = RequestFold(source.header, generation=self.generation, report=report,
                                 message_prefix=message_prefix, bodies=bodies,
                                 seed_cut=inherited_cut(source, self.sink))
-        self.checks = list(checks)
+        self.checks = [check(report, source) for check in checks]
         self.events = 0
         self.last_seq: int | None = None
-        self._next_seq = 0
 
     def __iter__(self) -> Iterator[Walked]:
         sink, admit, feed = self.sink, self.admission.admit, self.fold.feed
         observers = [check.observe for check in self.checks]
-        expected = self._next_seq
-        try:
-            for record in self.source.records(expand=False):
-                sink.line = record.line
-                seq = record.seq
-                run = record.run
-                count = 1 if run is None else len(run)
-                self.events += count
-                if seq != expected:
-                    kind = "seq-duplicate" if seq < expected else "seq-gap"
-                    sink.report(kind, f"session event seq {seq} is not contiguous; expected {expected}",
-                                seq=seq, event_type=record.event.get("type"), rejects=True)
-                expected = seq + count
-                if record.problem is not None:
-                    sink.report("source-ranges", record.problem, seq=seq, event_type=record.event.get("type"),
-                                rejects=True)
-                native, event = admit(record.event, seq)
-                walked = Walked(record, native, event, feed(record, event))
-                for observe in observers:
-                    observe(walked)
-                self.last_seq = seq
-                yield walked
-        finally:
-            self._next_seq = expected
+        expected = 0
+        for record in self.source.records(expand=False):
+            sink.line = record.line
+            seq = record.seq
+            run = record.run
+            count = 1 if run is None else len(run)
+            self.events += count
+            if seq != expected:
+                kind = "seq-duplicate" if seq < expected else "seq-gap"
+                sink.report(kind, f"session event seq {seq} is not contiguous; expected {expected}",
+                            seq=seq, event_type=record.event.get("type"), rejects=True)
+            expected = seq + count
+            if record.problem is not None:
+                sink.report("source-ranges", record.problem, seq=seq, event_type=record.event.get("type"),
+                            rejects=True)
+            native, event = admit(record.event, seq)
+            walked = Walked(record, native, event, feed(record, event))
+            for observe in observers:
+                observe(walked)
+            self.last_seq = seq
+            yield walked
         last = self.fold.finish()
         for check in self.checks:
             check.finish(self.last_seq)
         if last is not None:
             yield Walked(None, None, None, last)
+
+    @property
+    def header(self) -> HeaderSnapshot | None:
+        """The request/header snapshot in force after the events walked so far."""
+        return self.fold.header
+
+    @property
+    def system_head(self) -> Any:
+        """From v3: the message of the system head (surface node 0), or None (no head, or an empty one)."""
+        return self.fold.surface.head_message
 
     def requests(self) -> Iterator[RebuiltRequest]:
         """Just the rebuilt requests, in dispatch order."""

@@ -30,11 +30,15 @@ def _is_pair(member: Any) -> bool:
             and all(type(bound) is int and 0 <= bound <= MAX_SAFE_INTEGER for bound in member))
 
 
-def decode_source_ranges(values: list[Any], seq: int, *, unique_earlier: bool) -> list[Any] | str:
+def decode_source_ranges(values: list[Any], seq: int, *, unique_earlier: bool,
+                         limit: int | None = None) -> list[Any] | str:
     """`values` with every `[start, end]` member expanded, or why the official decoder refuses the list.
-    A list without ranges is returned as it is (the schema and provenance checks judge it)."""
+    A list without ranges is returned as it is (the schema and provenance checks judge it). The expansion may
+    not outgrow `limit` (default `seq`: an event cannot cite more events than precede it); the reader passes
+    the events actually decoded before it, so a claimed seq cannot make a short file expand without bound."""
     if seq_facts(values).all_int or not any(type(member) is list for member in values):
         return values
+    limit = seq if limit is None else min(seq, limit)
     expanded: list[int] = []
     for member in values:
         if type(member) is list:
@@ -43,14 +47,14 @@ def decode_source_ranges(values: list[Any], seq: int, *, unique_earlier: bool) -
             start, end = member
             if end < start:
                 return f"sourceEventSeqs range [{start}, {end}] ends before it starts"
-            if len(expanded) + end - start + 1 > seq:
+            if len(expanded) + end - start + 1 > limit:
                 return "sourceEventSeqs range exceeds its event seq"
             expanded.extend(range(start, end + 1))
         else:
             if safe_int(member) is None:
                 return "sourceEventSeqs members must be seqs or [start, end] ranges"
             expanded.append(int(member))
-            if len(expanded) > seq:
+            if len(expanded) > limit:
                 return "sourceEventSeqs exceeds its event seq"
     if any(later <= earlier for earlier, later in pairwise(expanded)):
         return "sourceEventSeqs ranges must be strictly increasing"
@@ -59,9 +63,10 @@ def decode_source_ranges(values: list[Any], seq: int, *, unique_earlier: bool) -
     return expanded
 
 
-class Codec:
-    """Decodes the rows of one generation. `decode` gets the parsed row, its line and its position (the
-    running count of events decoded so far, which is the seq in the committed-fixture form)."""
+class EventRowCodec:
+    """Decodes the rows of a generation that stores one event per row (v2 on). `decode` gets the parsed row,
+    its line and its position (the running count of events decoded so far, which is the seq in the
+    committed-fixture form)."""
 
     def __init__(self, generation: Generation, label: str) -> None:
         self.generation = generation
@@ -69,14 +74,9 @@ class Codec:
 
     def decode(self, value: JSON, line: int, position: int) -> LogRecord:
         if not isinstance(value, dict):
-            raise LogReadError("expected a JSON object (an event"
-                               + (" or a packed chunk row)" if self.generation.packed_chunk_rows else ")"),
-                               path=self.label, line=line, seq=position)
+            raise LogReadError(f"expected a JSON object ({self._rows})", path=self.label, line=line, seq=position)
         kind = value.get("type")
         if isinstance(kind, str) and kind in CHUNK_ROW_TYPES:   # a list or object type is unhashable
-            if not self.generation.packed_chunk_rows:
-                raise LogReadError(f"packed {kind} row in a format {self.generation.label} log: v2 and later "
-                                   "store one event per row", path=self.label, line=line, seq=position)
             return self._packed(kind, value, line, position)
         if not isinstance(kind, str):
             raise LogReadError("event has no string type", path=self.label, line=line, seq=position)
@@ -91,7 +91,7 @@ class Codec:
             record.seq, record.explicit_seq = seq, True
         sources = value.get("sourceEventSeqs")
         if type(sources) is list:
-            decoded = decode_source_ranges(sources, record.seq,
+            decoded = decode_source_ranges(sources, record.seq, limit=position,
                                            unique_earlier=self.generation.unique_source_ranges)
             if isinstance(decoded, str):
                 record.problem = decoded
@@ -99,6 +99,18 @@ class Codec:
             elif decoded is not sources:
                 record.event = {**value, "sourceEventSeqs": decoded}
         return record
+
+    _rows = "one event per row"
+
+    def _packed(self, kind: str, value: dict[str, JSON], line: int, position: int) -> LogRecord:
+        raise LogReadError(f"packed {kind} row in a format {self.generation.label} log: v2 and later store one "
+                           "event per row", path=self.label, line=line, seq=position)
+
+
+class PackedRowCodec(EventRowCodec):
+    """v0 and v1: events, and packed chunk rows kept as one run record each (dsh_audit.records.LogRecord)."""
+
+    _rows = "an event or a packed chunk row"
 
     def _packed(self, kind: str, value: dict[str, JSON], line: int, position: int) -> LogRecord:
         keys = set(value)
@@ -113,3 +125,8 @@ class Codec:
         explicit = row.first_seq is not None
         return LogRecord(line=line, seq=row.first_seq if row.first_seq is not None else position,
                          event=row.first_event(), packed=True, explicit_seq=explicit, run=row)
+
+
+def codec_for(generation: Generation, label: str) -> EventRowCodec:
+    """The codec of a log's generation."""
+    return (PackedRowCodec if generation.packed_chunk_rows else EventRowCodec)(generation, label)

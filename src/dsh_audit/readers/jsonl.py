@@ -23,7 +23,7 @@ from typing import BinaryIO
 
 from dsh_audit.errors import LogReadError
 from dsh_audit.generations import generations, parse_log_name
-from dsh_audit.readers.codecs import Codec
+from dsh_audit.readers.codecs import codec_for
 from dsh_audit.readers.jsonvalue import JsonProblem, is_number, js_number, parse_json, safe_int
 from dsh_audit.records import JSON, LogRecord, LogSource, TornTail
 
@@ -99,7 +99,7 @@ def _read_header(lines: Iterator[Line], label: str, tail_note: Callable[[], str 
 def _records(source: LogSource, lines: Iterable[Line], tail_note: Callable[[], str | None],
              on_close: Callable[[], None]) -> Iterator[LogRecord]:
     label = source.label
-    decode = Codec(source.generation, label).decode
+    decode = codec_for(source.generation, label).decode
     position = 0
     last_line = source.header_line
     unparsable: tuple[int, str, int] | None = None  # (line, why, bytes) of a line not yet known to be last

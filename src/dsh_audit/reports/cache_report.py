@@ -127,11 +127,11 @@ def _wire_request(request: RebuiltRequest, real: RealHeader) -> tuple[dict[str, 
     notes, approximate = [], False
     if "system" in request.placeholders:
         if real.system is not None:
-            head = next((m for m in body["messages"] if m.get("role") == "system"), None)
-            if "system" in body or head is None:
+            messages = body["messages"]
+            if "system" in body or not messages or messages[0].get("role") != "system":
                 body["system"] = real.system
-            else:   # v3 on: the prompt is the system/message head
-                head["content"] = [{"type": "text", "text": real.system}]
+            else:   # v3 on: the prompt is the system/message head, messages[0]
+                messages[0] = {**messages[0], "content": [{"type": "text", "text": real.system}]}
             notes.append(f"system prompt from {real.origin} (log has {{{{system}}}})")
         else:
             notes.append("system prompt scrubbed ({{system}}): token counts exclude the real prompt")

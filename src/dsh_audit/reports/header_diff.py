@@ -21,7 +21,7 @@ from typing import Any
 import polars as pl
 from deepdiff import DeepDiff
 
-from ..header import HeaderSnapshot, is_placeholder, snapshot, system_text
+from ..header import HeaderSnapshot, is_placeholder, system_text
 from ..jsjson import dumps
 from ..readers import discover, open_logs
 from ..records import LogSource
@@ -68,32 +68,29 @@ class LogHeaders:
 
 def collect_headers(source: LogSource, file: Path, watch_ids: frozenset[str] = frozenset()) -> LogHeaders:
     """Walk one log (so legacy events are upgraded and refused ones skipped, as the reference does), keeping
-    each admitted header snapshot with the turn and step it falls in."""
+    each header snapshot the fold takes, with the turn and step it falls in. From v3 a new system head under
+    the same header is a snapshot of its own (reason "system/message")."""
     in_surface = source.generation.system_prompt == "surface"
     result = LogHeaders(label=source.label, file=file, session=source.header, generation=source.generation.version)
     turn: int | None = None
     step: int | None = None
-    header: HeaderSnapshot | None = None
-    head: str | None = None   # v3 on: the system prompt the surface head holds
-    for walked in Walker(source, on_finding=lambda _finding: None):
+    walker = Walker(source, on_finding=lambda _finding: None)
+    seen: tuple[HeaderSnapshot | None, str] = (None, "")
+    for walked in walker:
         event, record = walked.event or {}, walked.record
         if record is None:
             continue
         raw_data = event.get("data")
         data: dict[str, Any] = raw_data if isinstance(raw_data, dict) else {}
-        kind = event.get("type")
-        if kind == "turn/start":
+        if event.get("type") == "turn/start":
             turn, step = _int(data.get("turn")), None
-        elif kind == "step/start":
+        elif event.get("type") == "step/start":
             step = _int(data.get("step"))
-        elif kind == "request/header":
-            header = snapshot(record.seq, data, system=not in_surface)
-            result.snapshots.append(Snapshot(record.seq, turn, step, _with_head(header, head, in_surface)))
-        elif kind == "system/message" and (head is None or isinstance(event.get("surfaceOp"), dict)):
-            head = system_text(data.get("message"))
-            if header is not None:   # the prompt changed under the header in force: a row of its own
-                under = replace(header, reason="system/message")
-                result.snapshots.append(Snapshot(record.seq, turn, step, _with_head(under, head, in_surface)))
+        header, head = walker.header, system_text(walker.system_head)
+        if header is not None and (header is not seen[0] or head != seen[1]):
+            shown = header if header is not seen[0] else replace(header, reason="system/message")
+            result.snapshots.append(Snapshot(record.seq, turn, step, _with_head(shown, head, in_surface)))
+        seen = (header, head)
         if watch_ids:
             text = json.dumps(record.event)
             for session_id in watch_ids - result.mentions.keys():
@@ -102,7 +99,7 @@ def collect_headers(source: LogSource, file: Path, watch_ids: frozenset[str] = f
     return result
 
 
-def _with_head(header: HeaderSnapshot, head: str | None, in_surface: bool) -> HeaderSnapshot:
+def _with_head(header: HeaderSnapshot, head: str, in_surface: bool) -> HeaderSnapshot:
     """The snapshot as header-diff compares it: from v3 its system is the surface head's text."""
     if not in_surface:
         return header
