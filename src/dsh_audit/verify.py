@@ -183,7 +183,7 @@ def _verified(files: list[Path], ambiguous: dict[Path, str], message_prefix: str
         for path in files:
             yield from verify_one(path)
         return
-    for known in generations():   # compile the schemas once, before the workers fork, not once per worker
+    for known in generations():   # load the schemas once, before the workers fork, not once per worker
         vocabulary(known.version)
     with ProcessPoolExecutor(max_workers=workers) as pool:
         verify_many = partial(verify_path, message_prefix=message_prefix, keep_requests=keep_requests)
