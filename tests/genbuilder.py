@@ -98,3 +98,15 @@ class GenLog:
         self.response(turn, 1, answer, usage=usage)
         self.add("step/end", {"turn": turn, "step": 1})
         self.add("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
+
+    def prompt_turn(self, turn: int, prompt: str, *, replaces: int | None) -> None:
+        """A turn whose step logs a new system prompt first: replacing the head `replaces`, or (None) appended
+        mid-history as an in-history route does; then a `series` header, as the loop logs them."""
+        self.add("turn/start", {"turn": turn})
+        self.add("step/start", {"turn": turn, "step": 1})
+        self.system(turn, 1, prompt, replaces=replaces)
+        self.user(turn, "again")
+        self.header_event("series")
+        self.response(turn, 1, "ok")
+        self.add("step/end", {"turn": turn, "step": 1})
+        self.add("turn/end", {"turn": turn, "reason": {"kind": "completed"}})

@@ -188,14 +188,7 @@ def test_v3_empty_head_projects_nothing(tmp_path: Path) -> None:
 def test_v3_prompt_change_is_a_surface_replace_named_as_the_cause(tmp_path: Path) -> None:
     log = GenLog(3)
     log.turn(1, "hello", "hi", head="first prompt")
-    log.add("turn/start", {"turn": 2})
-    log.add("step/start", {"turn": 2, "step": 1})
-    log.system(2, 1, "second prompt", replaces=2)
-    log.user(2, "again")
-    log.header_event("series")
-    log.response(2, 1, "ok")
-    log.add("step/end", {"turn": 2, "step": 1})
-    log.add("turn/end", {"turn": 2, "reason": {"kind": "completed"}})
+    log.prompt_turn(2, "second prompt", replaces=2)
     path = log.write(tmp_path / "session.v3.jsonl")
     second = reconstruct_file(path).requests[1]
     assert not second.extends_previous and [c.kind for c in second.causes] == ["system-change"]
@@ -490,14 +483,7 @@ def test_a_range_cannot_expand_beyond_the_events_before_it(tmp_path: Path) -> No
 def test_an_in_history_prompt_leaves_the_head_and_its_placeholder(tmp_path: Path) -> None:
     log = GenLog(4)
     log.turn(1, "hello", "hi", head="{{system}}")
-    log.add("turn/start", {"turn": 2})
-    log.add("step/start", {"turn": 2, "step": 1})
-    log.system(2, 1, "a later prompt, appended mid-history")
-    log.user(2, "again")
-    log.header_event("series")
-    log.response(2, 1, "ok")
-    log.add("step/end", {"turn": 2, "step": 1})
-    log.add("turn/end", {"turn": 2, "reason": {"kind": "completed"}})
+    log.prompt_turn(2, "a later prompt, appended mid-history", replaces=None)
     path = log.write(tmp_path / "session.v4.jsonl")
     second = reconstruct_file(path).requests[1]
     assert second.placeholders == ["system"] and second.extends_previous
