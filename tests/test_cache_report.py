@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from dsh_audit.cli import main
 from dsh_audit.reports.cache_report import CacheOptions, agreement, build_cache_report, log_rows
-from dsh_audit.reports.prices import DEFAULT_PRICES, Prices
+from dsh_audit.reports.prices import Prices, default_table, flat_table
 from logbuilder import LogBuilder
 
 LOGS = Path(__file__).resolve().parents[2] / "shared" / "dsh-logs"
@@ -126,10 +126,12 @@ def test_placeholders_are_flagged_not_guessed() -> None:
 
 
 def test_cost_uses_published_prices_or_configured_ones() -> None:
-    (row,) = rows(_one_request())
-    flash = DEFAULT_PRICES["deepseek-v4-flash"]
-    assert row["costUsd"] == pytest.approx((300 * flash.cache_miss + 10 * flash.output) / 1e6)
-    (priced,) = rows(_one_request(), prices=Prices(cache_hit=1, cache_miss=2, output=3))
+    (row,) = rows(_one_request())   # time 0 in this log: no time logged, so the off-peak rate
+    flash = default_table().models["deepseek-flash"]
+    assert row["costUsd"] == pytest.approx(0.5 * (300 * flash.cache_miss + 10 * flash.output) / 1e6)
+    assert (row["priceModel"], row["priceTier"]) == ("deepseek-flash (as deepseek-v4-flash)",
+                                                     "off-peak (no time logged)")
+    (priced,) = rows(_one_request(), prices=flat_table(Prices(cache_hit=1, cache_miss=2, output=3)))
     assert priced["costUsd"] == pytest.approx((300 * 2 + 10 * 3) / 1e6) and priced["priceModel"] == "configured"
 
 
@@ -160,7 +162,7 @@ def _hand_count(log: Path) -> dict[str, int]:
                                       "examples/acp-agent/tests/snapshots/pwsh-tool-turn"])
 def test_logged_figures_equal_a_hand_count(scenario: str) -> None:
     log = LOGS / scenario / "session.jsonl"
-    summary = build_cache_report([log]).filter(pl.col("row") == "log").to_dicts()[0]
+    summary = build_cache_report([log]).logs.to_dicts()[0]
     expected = _hand_count(log)
     assert {key: summary[key] for key in expected} == expected
 
@@ -168,7 +170,7 @@ def test_logged_figures_equal_a_hand_count(scenario: str) -> None:
 @needs_logs
 def test_hit_ratio_matches_the_reference_ui() -> None:
     # apps/web plan-review's expected UI text shows "Cache hit 51%  Input 10.2K"
-    summary = build_cache_report([LOGS / "apps/web/tests/snapshots/plan-review"]).filter(pl.col("row") == "log")
+    summary = build_cache_report([LOGS / "apps/web/tests/snapshots/plan-review"]).logs
     assert round(summary["hitRatio"][0] * 100) == 51
     assert round((summary["inputTokens"][0] + summary["cacheReadTokens"][0]) / 100) == 102
 
@@ -176,15 +178,15 @@ def test_hit_ratio_matches_the_reference_ui() -> None:
 @needs_logs
 def test_every_collapse_in_the_corpus_is_attributed_and_inherited_usage_is_not_totalled() -> None:
     report = build_cache_report([LOGS])
-    requests = report.filter(pl.col("row") == "request")
+    requests = report.requests.filter(pl.col("kind") == "request")
     assert requests.filter(pl.col("collapse") & pl.col("cause").is_null()).height == 0
-    total = report.filter(pl.col("row") == "total").to_dicts()[0]
+    total = report.totals.to_dicts()[0]
     own = requests.filter(~pl.col("inherited"))
     assert requests.filter(pl.col("inherited")).height > 0
     assert total["requests"] == own.height
-    assert total["cacheReadTokens"] == own["cacheReadTokens"].fill_null(0).sum()
-    logs = report.filter(pl.col("row") == "log")
-    assert logs["costUsd"].sum() == pytest.approx(total["costUsd"])
+    assert total["cacheReadTokens"] == report.requests.filter(~pl.col("inherited"))["cacheReadTokens"].fill_null(
+        0).sum()
+    assert report.logs["costUsd"].sum() == pytest.approx(total["costUsd"])
 
 
 @needs_logs
@@ -207,13 +209,15 @@ def test_cli_formats_and_exit_codes(tmp_path: Path) -> None:
     assert table.exit_code == 0 and "unexplained" in table.output
     failing = runner.invoke(main, ["cache-report", str(path), "--fail-on-unexplained", "--format", "json"])
     assert failing.exit_code == 1
+    assert "3.1#1" in failing.stderr and "audit explain" in failing.stderr
     parsed = json.loads(failing.stdout)
-    assert [r["row"] for r in parsed] == ["request"] * 3 + ["log", "total"]
+    assert (parsed["schema"], parsed["version"], len(parsed["rows"])) == ("dsh-audit/cache-report/requests", 2, 3)
     out = tmp_path / "report.parquet"
-    assert runner.invoke(main, ["cache-report", str(tmp_path), "--format", "parquet", "--out", str(out)]).exit_code == 0
-    assert pl.read_parquet(out).height == 5
-    csv = runner.invoke(main, ["cache-report", str(path), "--format", "csv"])
-    assert csv.exit_code == 0 and csv.stdout.splitlines()[0].startswith("row,log,")
+    assert runner.invoke(main, ["cache-report", str(tmp_path), "--out", str(out)]).exit_code == 0
+    assert pl.read_parquet(out).height == 3
+    csv = runner.invoke(main, ["cache-report", str(path), "--format", "csv", "--rows", "logs"])
+    assert csv.exit_code == 0 and csv.stdout.splitlines()[0].startswith("log,generation,")
+    assert len(csv.stdout.splitlines()) == 2
 
 
 def test_cli_unreadable_input_is_one_line_and_exit_2(tmp_path: Path) -> None:

@@ -50,10 +50,23 @@ def test_rebuild_jsonl_prints_exact_bytes_and_digest_matches() -> None:
     assert code == 0 and [line.split("\t")[0] for line in digests.splitlines()] == ["1.2#1", "1.2#2"]
 
 
-def test_rebuild_json_is_annotated() -> None:
+def test_rebuild_json_is_one_annotated_document() -> None:
     code, out, _ = run("rebuild", "--step", "1.1", str(SAMPLE))
     document = json.loads(out)
-    assert code == 0 and document["turn"] == 1 and document["request"]["model"] == "deepseek-v4-flash"
+    assert code == 0 and (document["schema"], document["generation"]) == ("dsh-audit/rebuild", 0)
+    [request] = document["requests"]
+    assert request["turn"] == 1 and request["request"]["model"] == "deepseek-v4-flash"
+    assert [r["name"] for r in json.loads(run("rebuild", str(SAMPLE))[1])["requests"]] == ["1.1#1", "1.2#1", "1.2#2"]
+
+
+def test_rebuild_step_takes_the_digest_form_and_refuses_a_step_that_is_not_there() -> None:
+    code, out, _ = run("rebuild", "--step", "1.2#2", "--format", "digest", str(SAMPLE))
+    assert code == 0 and out.startswith("1.2#2\tseq=23\t") and len(out.splitlines()) == 1
+    assert len(run("rebuild", "--step", "1.2", "--format", "digest", str(SAMPLE))[1].splitlines()) == 2
+    code, out, err = run("rebuild", "--step", "9.9", str(SAMPLE))
+    assert code == 2 and "no request 9.9 in this log" in err and len(err.strip().splitlines()) == 1
+    code, _, err = run("rebuild", "--step", "1.x", str(SAMPLE))
+    assert code == 2 and "TURN.STEP#ATTEMPT" in err
 
 
 @pytest.mark.parametrize(("content", "message"), [

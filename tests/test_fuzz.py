@@ -366,7 +366,7 @@ def test_lone_surrogate_in_a_message_rebuild_json(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["rebuild", str(path)])
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception
-    assert result.exit_code == 0 and json.loads(result.stdout.split("\n}\n")[0] + "\n}")
+    assert result.exit_code == 0 and json.loads(result.stdout)["requests"]
 
 
 def test_regression_chunk_without_data_is_an_envelope_finding() -> None:

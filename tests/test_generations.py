@@ -195,7 +195,7 @@ def test_v3_prompt_change_is_a_surface_replace_named_as_the_cause(tmp_path: Path
     assert json.loads(second.body or b"{}")["messages"][0]["content"][0]["text"] == "second prompt"
     assert codes(path) == []
     report = build_cache_report([path], CacheOptions(predict=False))
-    assert report.filter(report["row"] == "request")["cause"].to_list()[1] == "system-prompt-change"
+    assert report.requests["cause"].to_list()[1] == "system-prompt-change"
     diff = build_header_diff([path])
     changed = diff.filter(diff["field"] == "system")
     assert changed["reason"].to_list() == ["system/message"] and changed["generation"].to_list() == [3]

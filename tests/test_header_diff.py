@@ -104,11 +104,13 @@ def test_cli_renders_every_format(tmp_path: Path) -> None:
     path = write(log, tmp_path / "session.jsonl")
     runner = CliRunner()
     table = runner.invoke(main, ["header-diff", str(path)])
-    assert table.exit_code == 0 and "tools[write]" in table.output
-    rows = json.loads(runner.invoke(main, ["header-diff", str(path), "--format", "json"]).stdout)
-    assert [(r["field"], r["change"]) for r in rows] == [(None, "initial"), ("tools", "removed"), ("tools", "added")]
+    assert table.exit_code == 0 and "tools - read (removed)" in table.output and "tools + write (added)" in table.output
+    document = json.loads(runner.invoke(main, ["header-diff", str(path), "--format", "json"]).stdout)
+    assert document["schema"] == "dsh-audit/header-diff"
+    assert [(r["field"], r["change"]) for r in document["rows"]] == [
+        (None, "initial"), ("tools", "removed"), ("tools", "added")]
     out = tmp_path / "diff.csv"
-    assert runner.invoke(main, ["header-diff", str(path), "--format", "csv", "--out", str(out)]).exit_code == 0
+    assert runner.invoke(main, ["header-diff", str(path), "--out", str(out)]).exit_code == 0   # format from .csv
     assert pl.read_csv(out).height == 3
     missing = runner.invoke(main, ["header-diff", str(tmp_path / "nope.jsonl")])
     assert missing.exit_code == 2 and missing.stderr.startswith("audit: ")

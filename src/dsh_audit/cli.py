@@ -39,7 +39,8 @@ def printable(text: str) -> str:
     return _LONE_SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
-def _fail(error: DshAuditError) -> None:
+def fail(error: DshAuditError) -> None:
+    """One line on stderr, the error's exit code; never a traceback."""
     click.echo(printable(f"audit: {error}"), err=True)
     sys.exit(error.exit_code)
 
@@ -50,7 +51,8 @@ class _LazyGroup(click.Group):
 
     lazy: ClassVar[dict[str, str]] = {"cache-report": "report_commands:cache_report",
                                       "header-diff": "report_commands:header_diff",
-                                      "golden": "golden_commands:golden"}
+                                      "golden": "golden_commands:golden",
+                                      "sessions": "session_commands:sessions"}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.lazy])
@@ -69,8 +71,27 @@ def main() -> None:
     """Audit dsh session logs offline: every model request rebuilt from the log, every invariant checked."""
 
 
-@main.command()
-@click.argument("logs", nargs=-1, required=True, type=click.Path(path_type=Path))
+LOGS_ARGUMENT = click.argument("logs", nargs=-1, type=click.Path(path_type=Path))
+SESSION_OPTION = click.option(
+    "--session", metavar="ID", help="The session whose id (or directory name) starts with ID, searched below the "
+    "LOGS given, else below dsh's session root ($DSH_HOME/sessions, else ~/.dsh/sessions).")
+
+
+def chosen_paths(logs: tuple[Path, ...], session: str | None) -> list[Path]:
+    """What a command reads: the LOGS given, the --session picked, or with neither dsh's session root."""
+    from .readers.home import default_paths
+
+    return default_paths(logs, session)
+
+
+@main.command(epilog="""\b
+Examples:
+  audit verify                          every session in dsh's session root
+  audit verify --session 3f2a           the one session whose id starts with 3f2a
+  audit verify --strict --junit out.xml logs/     a CI gate: warnings fail too, a JUnit report
+Exit codes: 0 clean, 1 findings, 2 unreadable input or bad usage.""")
+@LOGS_ARGUMENT
+@SESSION_OPTION
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--strict", is_flag=True, help="Warnings (placeholders, ignorable unknown events, torn tails) fail too.")
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, show_default=True,
@@ -79,17 +100,18 @@ def main() -> None:
               help="Also write a JUnit XML report (one test case per log) to this file.")
 @ALL_GENERATIONS_OPTION
 @PREFIX_OPTION
-def verify(logs: tuple[Path, ...], fmt: str, strict: bool, jobs: int, message_prefix: str,
+def verify(logs: tuple[Path, ...], session: str | None, fmt: str, strict: bool, jobs: int, message_prefix: str,
            junit_file: Path | None, all_generations: bool) -> None:
     """Rebuild every request of each LOG (file or directory) and check every invariant.
 
-    Every dsh log generation (format v0 to v4) is read; in a directory, each log's newest generation."""
+    Every dsh log generation (format v0 to v4) is read; in a directory, each log's newest generation. With no
+    LOG, the sessions in dsh's session root."""
     try:
-        reports = list(verify_paths(logs, message_prefix=message_prefix, jobs=jobs or None,
+        reports = list(verify_paths(chosen_paths(logs, session), message_prefix=message_prefix, jobs=jobs or None,
                                     keep_requests=fmt == "json",   # the table shows counts only
                                     all_generations=all_generations))
     except DshAuditError as error:
-        _fail(error)
+        fail(error)
         return
     if junit_file is not None:
         from .junit import cases_from_reports, write_junit
@@ -138,30 +160,54 @@ def _render_table(reports: list[LogReport], strict: bool) -> None:
                f"{totals['errors']} error(s), {totals['warnings']} warning(s){notes}{skipped}")
 
 
-@main.command()
-@click.argument("log", type=click.Path(path_type=Path))
-@click.option("--step", "step_filter", metavar="TURN.STEP", help="Only the request(s) of this step.")
+@main.command(epilog="""\b
+Examples:
+  audit rebuild session.v3.jsonl --step 1.2#2     one attempt, annotated (one JSON document)
+  audit rebuild --session 3f2a --format jsonl     the exact bytes of every request, one per line
+  audit rebuild LOG --format digest               turn.step#attempt, dispatch seq, sha256
+Exit codes: 0 done, 1 a log dsh would refuse, 2 unreadable input, bad usage or no such step.""")
+@click.argument("log", required=False, type=click.Path(path_type=Path))
+@SESSION_OPTION
+@click.option("--step", "step_filter", metavar="TURN.STEP[#ATTEMPT]",
+              help="Only the request(s) of this step, or this one attempt (the form --format digest prints).")
 @click.option("--format", "fmt", type=click.Choice(["json", "jsonl", "digest"]), default="json",
-              show_default=True, help="json: annotated and indented; jsonl: the exact request bytes, one per "
-              "line; digest: sha256 per request.")
+              show_default=True, help="json: one document, each request annotated and indented; jsonl: the "
+              "exact request bytes, one per line; digest: sha256 per request.")
 @PREFIX_OPTION
-def rebuild(log: Path, step_filter: str | None, fmt: str, message_prefix: str) -> None:
-    """Print the exact request(s) the model saw, rebuilt from LOG."""
-    wanted = _parse_step(step_filter)
+def rebuild(log: Path | None, session: str | None, step_filter: str | None, fmt: str, message_prefix: str) -> None:
+    """Print the exact request(s) the model saw, rebuilt from LOG (or the --session picked)."""
+    wanted = parse_step(step_filter, "--step")
     try:
+        if log is None and session is None:
+            raise DshAuditError("give a LOG, or --session ID to pick one from dsh's session root")
+        [path] = chosen_paths(() if log is None else (log,), session)
         with paused_gc():
-            _write_requests(log, wanted, fmt, message_prefix)
+            written = _write_requests(path, wanted, fmt, message_prefix)
+        if wanted is not None and not written:
+            raise DshAuditError(f"no request {step_filter} in this log (audit rebuild --format digest lists them)",
+                                path=str(path))
     except DshAuditError as error:
-        _fail(error)
+        fail(error)
     except BrokenPipeError:   # `audit rebuild … | head` is fine
         sys.stderr.close()
 
 
-def _write_requests(log: Path, wanted: tuple[int, int] | None, fmt: str, message_prefix: str) -> None:
+Step = tuple[int, int, int | None]
+
+
+def _write_requests(log: Path, wanted: Step | None, fmt: str, message_prefix: str) -> int:
+    """Write the requests (those of `wanted` only, when given); how many were written. JSON is one document,
+    streamed: its requests are written as they are rebuilt."""
     out = sys.stdout.buffer
+    written = 0
     for source in open_logs(log):
+        if fmt == "json":
+            head = {"schema": "dsh-audit/rebuild", "version": 1, "log": source.label,
+                    "generation": source.generation.version}
+            out.write(printable(json.dumps(head, ensure_ascii=False))[:-1].encode() + b', "requests": [')
         for request in iter_requests(source, message_prefix=message_prefix, bodies=fmt != "digest"):
-            if wanted is not None and (request.turn, request.step) != wanted:
+            if wanted is not None and ((request.turn, request.step) != wanted[:2]
+                                       or wanted[2] not in (None, request.attempt)):
                 continue
             name = f"{request.turn}.{request.step}#{request.attempt}"
             if fmt == "digest":
@@ -169,23 +215,29 @@ def _write_requests(log: Path, wanted: tuple[int, int] | None, fmt: str, message
             elif fmt == "jsonl":
                 out.write((request.body or b"null") + b"\n")
             else:
-                annotated = {"log": source.label, "generation": source.generation.version,
-                             "turn": request.turn, "step": request.step,
+                annotated = {"name": name, "turn": request.turn, "step": request.step,
                              "attempt": request.attempt, "dispatchSeq": request.dispatch_seq,
                              "headerSeq": request.header_seq, "sha256": request.sha256,
                              "inherited": request.inherited, "owner": request.owner,
-                             "prefix": request.prefix,
-                             "placeholders": request.placeholders,
+                             "prefix": request.prefix, "placeholders": request.placeholders,
                              "request": json.loads(request.body) if request.body else None}
-                out.write(printable(json.dumps(annotated, indent=2, ensure_ascii=False)).encode() + b"\n")
+                text = printable(json.dumps(annotated, indent=2, ensure_ascii=False)).replace("\n", "\n  ")
+                out.write((",\n  " if written else "\n  ").encode() + text.encode())
+            written += 1
             out.flush()
+        if fmt == "json":
+            out.write(b"\n]}\n")
+    return written
 
 
-def _parse_step(text: str | None) -> tuple[int, int] | None:
+def parse_step(text: str | None, option: str) -> Step | None:
+    """TURN.STEP or TURN.STEP#ATTEMPT, as the digest and the reports name a request."""
     if text is None:
         return None
     try:
-        turn, step = text.split(".")
-        return int(turn), int(step)
+        step, _, attempt = text.partition("#")
+        turn, number = step.split(".")
+        return int(turn), int(number), int(attempt) if attempt else None
     except ValueError:
-        raise click.BadParameter(f"expected TURN.STEP such as 1.2, got {text!r}", param_hint="--step") from None
+        raise click.BadParameter(f"expected TURN.STEP or TURN.STEP#ATTEMPT such as 1.2 or 1.2#2, got {text!r}",
+                                 param_hint=option) from None

@@ -47,6 +47,7 @@ class RebuiltRequest:
     dispatch_seq: int
     bound: str                          # "first-chunk" | "first-response-event" | "settlement"
     dispatch_type: str                  # the type of the event at the dispatch seq
+    time: int | None                    # the dispatch event's time (epoch ms); None when not logged
     header_seq: int | None
     sha256: str | None                  # None when no header is in force
     message_count: int
@@ -121,7 +122,7 @@ class RequestFold:
             if step != self.open_attempt:
                 closed = self._close_attempt()
             if self.open_attempt is None and step is not None:
-                self._dispatch(step, seq, "first-chunk", record.line)
+                self._dispatch(step, seq, "first-chunk", record.line, time=event.get("time"))
                 self.open_attempt = step
             self._observe_chunk(event)
         elif kind in self.surface_types:
@@ -147,7 +148,8 @@ class RequestFold:
         stream = data.get("stream") if isinstance(data, dict) else None
         step = self._chunk_step(event)
         if step is not None:   # an empty stream with no header in force is a chunkless, authored response
-            self._dispatch(step, seq, "settlement", line, traced=bool(stream), event_type=event["type"])
+            self._dispatch(step, seq, "settlement", line, traced=bool(stream), event_type=event["type"],
+                           time=event.get("time"))
         if self.current is not None:
             usage = data.get("usage") if isinstance(data, dict) else None
             for record in stream if isinstance(stream, list) else ():
@@ -164,7 +166,8 @@ class RequestFold:
         """The step's response: bound a chunkless step here, attach usage, join the surface, close."""
         step = self._chunk_step(event)
         if self.current is None and step is not None and step not in self.attempts:
-            self._dispatch(step, seq, "first-response-event", line, event_type="assistant/message")
+            self._dispatch(step, seq, "first-response-event", line, event_type="assistant/message",
+                           time=event.get("time"))
         if self.current is not None and self.current.usage is None:
             data = event.get("data")
             usage = data.get("usage") if isinstance(data, dict) else None
@@ -246,7 +249,7 @@ class RequestFold:
         return closed
 
     def _dispatch(self, step: tuple[int, int], seq: int, bound: str, line: int, *, traced: bool = True,
-                  event_type: str = "assistant/chunk") -> None:
+                  event_type: str = "assistant/chunk", time: Any = None) -> None:
         if (bound == "first-response-event" or not traced) and self.header is None:
             # The loop logs at least one chunk per dispatched attempt; a chunkless response with no header in
             # force (authored fixtures) leaves no request to rebuild. The reference finds no dispatch here either.
@@ -259,7 +262,7 @@ class RequestFold:
         self.attempts[step] = attempt
         header = self.header
         request = RebuiltRequest(turn=step[0], step=step[1], attempt=attempt, dispatch_seq=seq, bound=bound,
-                                 dispatch_type=event_type,
+                                 dispatch_type=event_type, time=time if type(time) is int else None,
                                  header_seq=header.seq if header else None, sha256=None,
                                  message_count=len(self.surface.visible), line=line,
                                  inherited=self.seed_cut is not None and seq < self.seed_cut)

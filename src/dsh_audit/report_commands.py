@@ -1,4 +1,4 @@
-"""`audit header-diff` and `audit cache-report`: options in, library DataFrame out, rendered. Nothing else."""
+"""`audit header-diff` and `audit cache-report`: options in, library DataFrames out, rendered. Nothing else."""
 
 from __future__ import annotations
 
@@ -12,41 +12,58 @@ from pathlib import Path
 import click
 import polars as pl
 
-from .cli import ALL_GENERATIONS_OPTION
+from .cli import ALL_GENERATIONS_OPTION, LOGS_ARGUMENT, SESSION_OPTION, chosen_paths, fail, printable
 from .errors import DshAuditError
 from .readers import discover
-from .reports.cache_report import TABLE_COLUMNS as CACHE_COLUMNS
-from .reports.cache_report import UNEXPLAINED, CacheOptions, build_cache_report
-from .reports.header_diff import TABLE_COLUMNS as HEADER_COLUMNS
+from .reports import cache_view, header_view
+from .reports.cache_report import ROW_KINDS, SCHEMA_VERSION, UNEXPLAINED, CacheOptions, build_cache_report
+from .reports.header_diff import SCHEMA_VERSION as HEADER_SCHEMA_VERSION
 from .reports.header_diff import build_header_diff
-from .reports.prices import DEFAULT_PRICES, FALLBACK_MODEL, Prices
-from .reports.render import FORMATS, write_frame
+from .reports.prices import Prices, default_table, flat_table, load_table
+from .reports.render import FORMATS, output_format, write_frame
+from .reports.views import terminal
 
 EXIT_UNEXPLAINED, EXIT_UNREADABLE = 1, 2
-FORMAT_OPTION = click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
-OUT_OPTION = click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write here, not stdout.")
-LOGS_ARGUMENT = click.argument("logs", nargs=-1, required=True, type=click.Path(path_type=Path))
+FORMAT_OPTION = click.option(
+    "--format", "fmt", type=click.Choice(FORMATS),
+    help="table (for people, the default), csv, json (one document), jsonl (a row per line) or parquet. "
+         "Without it, --out's extension decides.")
+OUT_OPTION = click.option("--out", type=click.Path(path_type=Path), help="Write here, not stdout.")
+WIDE_OPTION = click.option("--wide", is_flag=True, help="The table with every column, whatever the terminal width.")
 
 
-def _fail(error: DshAuditError) -> None:
-    click.echo(f"audit: {error}", err=True)
-    sys.exit(error.exit_code)
+def _emit(text_of: Callable[[], str]) -> Callable[[], str]:
+    """The human view with characters the output encoding cannot show escaped, never an encoding error."""
+    def text() -> str:
+        encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+        return printable(text_of()).encode(encoding, "backslashreplace").decode(encoding)
+    return text
 
 
-@click.command("header-diff")
+@click.command("header-diff", epilog="""\b
+Examples:
+  audit header-diff session.jsonl                 what changed at each request/header
+  audit header-diff --wide logs/                  every system-prompt diff line, every column
+  audit header-diff --out changes.csv logs/       one row per changed field, as CSV
+Exit codes: 0 done, 2 unreadable input or bad usage.""")
 @LOGS_ARGUMENT
+@SESSION_OPTION
 @FORMAT_OPTION
 @OUT_OPTION
+@WIDE_OPTION
 @ALL_GENERATIONS_OPTION
-def header_diff(logs: tuple[Path, ...], fmt: str, out: Path | None, all_generations: bool) -> None:
-    """One row per change between consecutive request headers of each LOG (file or directory).
-
-    From format v3 the system prompt is the system/message head: its changes are shown as the header's."""
+def header_diff(logs: tuple[Path, ...], session: str | None, fmt: str | None, out: Path | None, wide: bool,
+                all_generations: bool) -> None:
+    """What changed between consecutive request headers of each LOG (file or directory): config old -> new,
+    tools added, removed or changed, the system prompt as a diff. From format v3 the prompt is the
+    system/message head, and its changes are shown too."""
     try:
-        frame = build_header_diff(logs, all_generations=all_generations)
-        write_frame(frame, fmt, out, table_columns=HEADER_COLUMNS)
+        chosen = output_format(fmt, out)
+        frame = build_header_diff(chosen_paths(logs, session), all_generations=all_generations)
+        write_frame(frame, chosen, out, schema="dsh-audit/header-diff", version=HEADER_SCHEMA_VERSION,
+                    table=_emit(lambda: header_view.render(frame, terminal(), wide=wide)))
     except DshAuditError as error:
-        _fail(error)
+        fail(error)
 
 
 @contextmanager
@@ -63,21 +80,45 @@ def _progress(total: int) -> Iterator[Callable[[Path], None] | None]:
         yield lambda _file: bar.advance(task)
 
 
-_flash = DEFAULT_PRICES[FALLBACK_MODEL]
+def _prices(prices_file: Path | None, flat: tuple[float | None, float | None, float | None]) -> Prices | None:
+    if any(p is not None for p in flat):
+        if any(p is None for p in flat) or prices_file is not None:
+            raise click.UsageError("give all of --price-hit, --price-miss and --price-output (and no --prices), "
+                                   "or none")
+        hit, miss, output = (float(p or 0) for p in flat)
+        return Prices(cache_hit=hit, cache_miss=miss, output=output)
+    return None
 
 
-@click.command("cache-report")
+_table = default_table()
+_flash = _table.models[_table.fallback]
+
+
+@click.command("cache-report", epilog="""\b
+Examples:
+  audit cache-report session.v3.jsonl             per call: reads, hit %, collapses and causes, cost
+  audit cache-report --no-predict ~/.dsh          logged figures only, linear in the logs
+  audit cache-report --rows logs --out logs.csv DIR        one row per log, as CSV
+  audit cache-report --fail-on-unexplained DIR    exit 1 when a collapse has no logged cause
+Exit codes: 0 done, 1 an unexplained collapse with --fail-on-unexplained, 2 unreadable input or bad usage.""")
 @LOGS_ARGUMENT
+@SESSION_OPTION
 @FORMAT_OPTION
 @OUT_OPTION
+@WIDE_OPTION
+@click.option("--rows", type=click.Choice(ROW_KINDS), default="requests", show_default=True,
+              help="Which rows the machine formats hold: one per model call, per log, or the totals.")
 @click.option("--block", type=click.IntRange(min=1), default=64, show_default=True,
               help="Cache-block granularity of the prediction, in tokens.")
 @click.option("--collapse-threshold", type=click.FloatRange(0, 1, min_open=True), default=0.5, show_default=True,
               help="A collapse: cache reads below this share of the predecessor's reads or of the prediction.")
-@click.option("--price-hit", type=float, help=f"USD per 1M cache-hit input tokens [DeepSeek list per model; "
-              f"{FALLBACK_MODEL}: {_flash.cache_hit}].")
-@click.option("--price-miss", type=float, help=f"USD per 1M cache-miss input tokens [{_flash.cache_miss}].")
-@click.option("--price-output", type=float, help=f"USD per 1M output tokens [{_flash.output}].")
+@click.option("--prices", "prices_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A price table (JSON, the shape of dsh_audit/reports/data/deepseek-prices.json) instead of "
+                   "DeepSeek's, which is priced by each call's time: peak or off-peak. See docs/prices.md.")
+@click.option("--price-hit", type=float, help=f"One flat USD per 1M cache-hit input tokens for every model "
+              f"[{_table.fallback} at peak: {_flash.cache_hit}].")
+@click.option("--price-miss", type=float, help=f"One flat USD per 1M cache-miss input tokens [{_flash.cache_miss}].")
+@click.option("--price-output", type=float, help=f"One flat USD per 1M output tokens [{_flash.output}].")
 @click.option("--system-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Real system prompt to count where a log has {{system}}.")
 @click.option("--tools-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -92,37 +133,39 @@ _flash = DEFAULT_PRICES[FALLBACK_MODEL]
 @click.option("--fail-on-unexplained", is_flag=True, help="Exit 1 when any collapse is unexplained.")
 @click.option("--message-prefix", type=click.Choice(["legacy", "drop"]), default="legacy", show_default=True)
 @ALL_GENERATIONS_OPTION
-def cache_report(logs: tuple[Path, ...], fmt: str, out: Path | None, block: int, collapse_threshold: float,
-                 price_hit: float | None, price_miss: float | None, price_output: float | None,
-                 system_file: Path | None, tools_file: Path | None, sidecars: bool, wire: bool,
-                 predict: bool, fail_on_unexplained: bool, message_prefix: str, all_generations: bool) -> None:
-    """Per-request cache usage of each LOG, predicted cacheable prefix, collapses and their causes, cost."""
-    given = (price_hit, price_miss, price_output)
-    prices = None
-    if any(p is not None for p in given):
-        if any(p is None for p in given):
-            raise click.UsageError("give all of --price-hit, --price-miss and --price-output, or none")
-        prices = Prices(cache_hit=float(price_hit or 0), cache_miss=float(price_miss or 0),
-                        output=float(price_output or 0))
+def cache_report(logs: tuple[Path, ...], session: str | None, fmt: str | None, out: Path | None, wide: bool,
+                 rows: str, block: int, collapse_threshold: float, prices_file: Path | None, price_hit: float | None,
+                 price_miss: float | None, price_output: float | None, system_file: Path | None,
+                 tools_file: Path | None, sidecars: bool, wire: bool, predict: bool, fail_on_unexplained: bool,
+                 message_prefix: str, all_generations: bool) -> None:
+    """Per model call of each LOG: cache reads, hit ratio, the expected read, collapses and their logged
+    causes, and what each call and each collapse cost; a summary per log and overall."""
+    flat = _prices(prices_file, (price_hit, price_miss, price_output))
     try:
+        chosen = output_format(fmt, out)
         tools = json.loads(tools_file.read_text(encoding="utf-8")) if tools_file else None
         if tools is not None and not isinstance(tools, list):
             raise DshAuditError("expected a JSON list of tool schemas", path=str(tools_file))
+        table = flat_table(flat) if flat else load_table(prices_file) if prices_file else None
         options = CacheOptions(
-            block=block, collapse_ratio=collapse_threshold, prices=prices, message_prefix=message_prefix,
+            block=block, collapse_ratio=collapse_threshold, prices=table, message_prefix=message_prefix,
             wire=wire, system=system_file.read_text(encoding="utf-8") if system_file else None, tools=tools,
             sidecars=sidecars, predict=predict)
-        with _progress(len(discover(logs, all_generations=all_generations))) as advance:
-            frame = build_cache_report(logs, options, on_log=advance, all_generations=all_generations)
-        write_frame(frame, fmt, out, table_columns=CACHE_COLUMNS)
+        paths = chosen_paths(logs, session)
+        with _progress(len(discover(paths, all_generations=all_generations))) as advance:
+            report = build_cache_report(paths, options, on_log=advance, all_generations=all_generations)
+        write_frame(report.rows(rows), chosen, out, schema=f"dsh-audit/cache-report/{rows}", version=SCHEMA_VERSION,
+                    table=_emit(lambda: cache_view.render(report, terminal(), wide=wide)))
     except DshAuditError as error:
-        _fail(error)
+        fail(error)
         return
     except (OSError, json.JSONDecodeError) as error:
-        _fail(DshAuditError(f"cannot read option file: {error}"))
+        fail(DshAuditError(f"cannot read option file: {error}"))
         return
-    unexplained = frame.filter((pl.col("row") == "request") & pl.col("collapse").fill_null(False)
-                               & (pl.col("cause") == UNEXPLAINED))
-    if fail_on_unexplained and unexplained.height:
-        click.echo(f"audit: {unexplained.height} unexplained cache collapse(s)", err=True)
+    unexplained = report.requests.filter(pl.col("collapse") & (pl.col("cause") == UNEXPLAINED)).to_dicts()
+    if fail_on_unexplained and unexplained:
+        named = "; ".join(f"{cache_view.call_name(row)} of {row['log']} (see {cache_view.explain_command(row)})"
+                          for row in unexplained[:5])
+        more = f"; and {len(unexplained) - 5} more" if len(unexplained) > 5 else ""
+        click.echo(printable(f"audit: {len(unexplained)} unexplained cache collapse(s): {named}{more}"), err=True)
         sys.exit(EXIT_UNEXPLAINED)

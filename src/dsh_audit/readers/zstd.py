@@ -5,6 +5,10 @@ a one-shot decompress would stop after the first frame.
 Rules after session-persistence-jsonl (index.ts readZstdPrefix, zstd.ts): a bad magic, a corrupt block or
 checksum, or a complete frame ending mid-line is corruption; an incomplete final frame keeps the complete
 lines it yields and is reported as a torn tail.
+
+One departure: a file that is a single frame (a log recompressed whole, as `zstd session.jsonl` writes it) is
+read, although its first frame holds more than the header line. Only a first frame followed by another frame
+must be the header alone: that is the writer's own form, and anything else there is corruption.
 """
 
 from __future__ import annotations
@@ -32,6 +36,9 @@ class ZstdLines:
         self.incomplete_frame: str | None = None
         self._line = 0
         self._fragments: list[bytes] = []
+        # A first frame of other than one line is corrupt only once a second frame follows it (see the module
+        # docstring); until then the problem is held here.
+        self._header_frame_problem: LogReadError | None = None
 
     def _split(self, plaintext: bytes) -> Iterator[Line]:
         start = 0
@@ -53,8 +60,13 @@ class ZstdLines:
                                "expected every frame to hold whole lines",
                                path=self._label, line=self._line + 1)
         if index == 0 and self._line - lines_before != 1:
-            raise LogReadError("corrupt zstd log: first frame is not exactly one line (the session header)",
-                               path=self._label, line=1)
+            self._header_frame_problem = LogReadError(
+                "corrupt zstd log: first frame is not exactly one line (the session header), and frames follow it",
+                path=self._label, line=1)
+
+    def _next_frame_starts(self) -> None:
+        if self._header_frame_problem is not None:
+            raise self._header_frame_problem
 
     def __iter__(self) -> Iterator[Line]:
         decompressor = zstandard.ZstdDecompressor()
@@ -66,6 +78,7 @@ class ZstdLines:
             carry = b""
             while data:
                 if frame is None:
+                    self._next_frame_starts()
                     if len(data) < 4:
                         carry = data
                         break

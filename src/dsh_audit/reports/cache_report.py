@@ -1,36 +1,40 @@
-"""`audit cache-report`: one row per model request — the logged usage, the cache hit the reconstruction
-predicts, collapses and their logged causes, and a cost estimate — plus summary rows per log and overall.
+"""`audit cache-report`: one row per logged model call — the loop's requests and the compaction summary calls —
+with its logged usage, the cache read it could have had, collapses and their logged causes, and what it cost;
+then one row per log and one of totals. Three DataFrames, one row kind each (CacheReport).
 
-Prediction: the provider caches the tokens of earlier prompts *and* of the answers it generated, at block
-granularity. So a request's predicted hit is the common token prefix of (previous prompt + previous answer)
-with this prompt, as the DeepSeek adapter would send them (dsh_audit.deepseek_wire, mirroring
-@deepseek-ai/dsh-llm-deepseek at dsh 0.1.1-rc.2), rounded down to whole cache blocks.
+Prediction (dsh_audit.reports.prediction): the provider caches the tokens of earlier prompts *and* of the answers
+it generated, at block granularity, so a request's predicted read is the common token prefix of (previous prompt
++ previous answer) with this prompt, rounded down to whole cache blocks. When this prompt keeps all of the
+previous prompt and answer, the provider's own count of them is the better basis.
+
+A collapse is a read below `collapse_ratio` of the predecessor's read or of the expected read. Its cost is what
+the reads it lost (against the predecessor's read, or the expected one if more) cost more at the miss price
+than they would have at the hit price.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from ..deepseek_wire import to_wire_body, wire_prompt_text
 from ..errors import DshAuditError
 from ..fold import Cause, RebuiltRequest
 from ..readers import discover, open_logs
 from ..records import LogSource
 from ..surface import derive_message
-from ..tokens import cacheable_tokens, common_prefix_length, token_ids
+from ..tokens import cacheable_tokens, common_prefix_length
 from ..walker import Walker
-from .prices import Prices, price_for
+from .prediction import Prompt, RealHeader, prompt_of, sidecar_header
+from .prices import PriceTable, default_table
 
 _ROW_BATCH = 2048
+SCHEMA_VERSION = 2   # of the columns below; docs/cache-report.md says what each holds, and what changed
 
 # Logged cause kinds (fold.Cause.kind) as the report names them.
 CAUSE_NAMES = {"initial": "first-request", "resume": "resume", "end-seed": "resume-or-fork",
@@ -39,29 +43,35 @@ CAUSE_NAMES = {"initial": "first-request", "resume": "resume", "end-seed": "resu
 UNEXPLAINED = "unexplained"
 
 REQUEST_COLUMNS: dict[str, Any] = {
-    "row": pl.String, "log": pl.String, "generation": pl.Int64, "sessionId": pl.String, "turn": pl.Int64,
-    "step": pl.Int64, "attempt": pl.Int64, "seq": pl.Int64, "provider": pl.String, "model": pl.String,
-    "inherited": pl.Boolean,
-    "requests": pl.Int64, "inputTokens": pl.Int64, "cacheReadTokens": pl.Int64, "outputTokens": pl.Int64,
-    "reasoningTokens": pl.Int64, "hitRatio": pl.Float64, "promptTokens": pl.Int64,
+    "log": pl.String, "generation": pl.Int64, "sessionId": pl.String, "kind": pl.String, "turn": pl.Int64,
+    "step": pl.Int64, "attempt": pl.Int64, "seq": pl.Int64, "timeMs": pl.Int64, "provider": pl.String,
+    "model": pl.String, "inherited": pl.Boolean, "inputTokens": pl.Int64, "cacheReadTokens": pl.Int64,
+    "outputTokens": pl.Int64, "reasoningTokens": pl.Int64, "hitRatio": pl.Float64, "promptTokens": pl.Int64,
     "predictedPrefixTokens": pl.Int64, "predictedCacheTokens": pl.Int64, "withinBlock": pl.Boolean,
     "loggedBasisCacheTokens": pl.Int64, "loggedBasisWithinBlock": pl.Boolean,
-    "approximate": pl.Boolean, "collapse": pl.Boolean, "cause": pl.String, "causeDetail": pl.String,
-    "collapses": pl.Int64, "unexplained": pl.Int64, "predictionsCompared": pl.Int64,
-    "predictionsWithinBlock": pl.Int64,
-    "loggedBasisCompared": pl.Int64, "loggedBasisAgreeing": pl.Int64, "costUsd": pl.Float64, "priceModel": pl.String,
-    "wireSha256": pl.String, "note": pl.String,
+    "expectedCacheReadTokens": pl.Int64, "approximate": pl.Boolean, "collapse": pl.Boolean, "cause": pl.String,
+    "causeDetail": pl.String, "collapseCostUsd": pl.Float64, "costUsd": pl.Float64, "priceModel": pl.String,
+    "priceTier": pl.String, "wireSha256": pl.String, "note": pl.String,
 }
-TABLE_COLUMNS = ("row", "log", "generation", "turn", "step", "attempt", "seq", "model", "inputTokens",
-                 "cacheReadTokens", "outputTokens", "hitRatio", "predictedCacheTokens", "withinBlock", "collapse",
-                 "cause", "causeDetail", "costUsd", "note")
+_SUMS = ("inputTokens", "cacheReadTokens", "outputTokens", "reasoningTokens")
+LOG_COLUMNS: dict[str, Any] = {
+    "log": pl.String, "generation": pl.Int64, "sessionId": pl.String, "model": pl.String, "requests": pl.Int64,
+    "compactionCalls": pl.Int64, "otherCalls": pl.Int64, **{name: pl.Int64 for name in _SUMS}, "hitRatio": pl.Float64,
+    "collapses": pl.Int64, "unexplained": pl.Int64, "collapseCostUsd": pl.Float64,
+    "predictionsCompared": pl.Int64, "predictionsWithinBlock": pl.Int64, "loggedBasisCompared": pl.Int64,
+    "loggedBasisAgreeing": pl.Int64, "costUsd": pl.Float64, "approximate": pl.Boolean, "notes": pl.String,
+}
+TOTAL_COLUMNS: dict[str, Any] = {"logs": pl.Int64, **{k: v for k, v in LOG_COLUMNS.items()
+                                                     if k not in ("log", "generation", "sessionId", "model",
+                                                                  "notes")}}
+ROW_KINDS = ("requests", "logs", "totals")
 
 
 @dataclass(frozen=True, slots=True)
 class CacheOptions:
     block: int = 64                 # cache-block granularity of the prediction (tokens)
     collapse_ratio: float = 0.5     # a collapse: reads < ratio x predecessor's reads, or < ratio x prediction
-    prices: Prices | None = None    # one price set for every model; None: DeepSeek's per-model list
+    prices: PriceTable | None = None   # None: DeepSeek's table (reports/data/deepseek-prices.json)
     message_prefix: str = "legacy"
     wire: bool = False              # keep the serialized DeepSeek body in a `wireBody` column
     system: str | None = None       # real system prompt to put where a log has "{{system}}"
@@ -75,110 +85,88 @@ class CacheOptions:
         if not 0 < self.collapse_ratio <= 1:
             raise DshAuditError(f"collapse threshold must be in (0, 1], not {self.collapse_ratio}")
 
+    @property
+    def table(self) -> PriceTable:
+        return self.prices if self.prices is not None else default_table()
+
 
 @dataclass(slots=True)
-class _Prompt:
-    """The linear prompt of one request and of (request + its answer), as token ids."""
+class CacheReport:
+    """The report: one row per logged model call, one per log, one of totals."""
 
-    ids: list[int] | None = None
-    approximate: bool = True
-    with_answer: list[int] | None = None
-    sha256: str | None = None
-    body: str | None = None
-    notes: list[str] = field(default_factory=list)
+    requests: pl.DataFrame
+    logs: pl.DataFrame
+    totals: pl.DataFrame
+
+    def rows(self, kind: str) -> pl.DataFrame:
+        if kind not in ROW_KINDS:
+            raise DshAuditError(f"unknown row kind {kind!r}; expected one of {', '.join(ROW_KINDS)}")
+        frame: pl.DataFrame = getattr(self, kind)
+        return frame
 
 
-def requests_with_answers(source: LogSource, *, message_prefix: str = "legacy", bodies: bool = True
-                          ) -> Iterator[tuple[RebuiltRequest, Any | None]]:
-    """Each rebuilt request with the assistant message that answered it, when one was logged.
-    Findings are ignored: a log the reference would refuse still reports what it can."""
-    for walked in Walker(source, message_prefix=message_prefix, bodies=bodies, on_finding=lambda _finding: None):
+# -- the calls of one log ---------------------------------------------------------------------------------
+@dataclass(slots=True)
+class OtherCall:
+    """A logged model call with no rebuildable request: a compaction's one-shot summary call, or a response
+    logged with neither a chunk nor a header in force (authored logs). Its usage and envelope are logged."""
+
+    kind: str            # "compaction" | "response"
+    seq: int
+    time: int | None
+    provider: str | None
+    model: str | None
+    usage: dict[str, Any] | None
+    inherited: bool = False
+
+
+Call = tuple[RebuiltRequest, Any | None] | OtherCall   # a request with the message answering it, or another call
+
+
+def calls(source: LogSource, *, message_prefix: str = "legacy", bodies: bool = True) -> Iterator[Call]:
+    """Every priced model call of one log, in log order. Findings are ignored: a log the reference would refuse
+    still reports what it can."""
+    walker = Walker(source, message_prefix=message_prefix, bodies=bodies, on_finding=lambda _finding: None)
+    cut = walker.fold.seed_cut
+    for walked in walker:
+        event = walked.event or {}
+        kind = event.get("type")
         if walked.closed is not None:
-            event = walked.event or {}
-            yield walked.closed, derive_message(event) if event.get("type") == "assistant/message" else None
+            yield walked.closed, derive_message(event) if kind == "assistant/message" else None
+        elif walked.record is not None and kind in ("compaction/summary", "assistant/message"):
+            other = _other_call(kind, event, walked.record.seq)
+            if other is not None:
+                other.inherited = cut is not None and other.seq < cut
+                yield other
 
 
-@dataclass(frozen=True, slots=True)
-class RealHeader:
-    """Real content supplied for a scrubbed header, and where it came from."""
-
-    system: str | None = None
-    tools: list[Any] | None = None
-    origin: str = "supplied"
-
-
-def sidecar_header(log: Path) -> RealHeader:
-    """The pinned-scenario sidecars beside a log (the saved prompt gained a trailing newline: drop it)."""
-    prompts = sorted(log.parent.glob("system-prompt*.expected.md"))
-    schemas = sorted(log.parent.glob("tool-schemas*.expected.json"))
-    system = prompts[0].read_text(encoding="utf-8").removesuffix("\n") if prompts else None
-    tools: Any = json.loads(schemas[0].read_text(encoding="utf-8")) if schemas else None
-    if isinstance(tools, dict):  # keyed by header reason; the first is the initial header's
-        tools = next(iter(tools.values()), None)
-    return RealHeader(system, tools if isinstance(tools, list) else None, "sidecar")
+def _other_call(kind: str, event: dict[str, Any], seq: int) -> OtherCall | None:
+    data = _dict(event.get("data"))
+    usage = data.get("usage") if isinstance(data.get("usage"), dict) else None
+    time = _int(event.get("time"))
+    if kind == "compaction/summary":
+        return OtherCall("compaction", seq, time, _str(data.get("provider")), _str(data.get("model")), usage)
+    if usage is None:   # a response that closed no request and logged no usage: nothing to price
+        return None
+    message = _dict(data.get("message"))
+    origin = _dict(message.get("source"))
+    return OtherCall("response", seq, time, _str(origin.get("provider")), _str(origin.get("model")), usage)
 
 
-def _wire_request(request: RebuiltRequest, real: RealHeader) -> tuple[dict[str, Any] | None, list[str], bool]:
-    """The rebuilt request as a dict; scrubbed parts are replaced by supplied real content, or dropped and
-    named in the notes (then the prediction is approximate) — never guessed."""
-    if request.body is None:
-        return None, ["no request/header in force: nothing to predict"], True
-    body: dict[str, Any] = json.loads(request.body)
-    notes, approximate = [], False
-    if "system" in request.placeholders:
-        if real.system is not None:
-            messages = body["messages"]
-            if "system" in body or not messages or messages[0].get("role") != "system":
-                body["system"] = real.system
-            else:   # v3 on: the prompt is the system/message head, messages[0]
-                messages[0] = {**messages[0], "content": [{"type": "text", "text": real.system}]}
-            notes.append(f"system prompt from {real.origin} (log has {{{{system}}}})")
-        else:
-            notes.append("system prompt scrubbed ({{system}}): token counts exclude the real prompt")
-            approximate = True
-    if "tools" in request.placeholders or ("tools" in body and not _tool_objects(body["tools"])):
-        if real.tools is not None:
-            body["tools"] = real.tools
-            notes.append(f"tools from {real.origin} (log has them scrubbed)")
-        else:
-            body.pop("tools", None)
-            notes.append("tools scrubbed: their tokens are not counted")
-            approximate = True
-    if request.prefix == "scrubbed":
-        notes.append("messagePrefix scrubbed: its messages are not counted")
-        approximate = True
-    return body, notes, approximate
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
-def _tool_objects(tools: Any) -> bool:
-    return isinstance(tools, list) and all(isinstance(tool, dict) for tool in tools)
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _prompt(request: RebuiltRequest, answer: Any | None, real: RealHeader) -> _Prompt:
-    body, notes, approximate = _wire_request(request, real)
-    result = _Prompt(notes=notes, approximate=approximate)
-    if body is None:
-        return result
-    try:
-        wire = to_wire_body(body)
-        result.ids = token_ids(wire_prompt_text(wire))
-        if answer is not None:
-            answered = to_wire_body({**body, "messages": [*body["messages"], answer]})
-            result.with_answer = token_ids(wire_prompt_text(answered, generation_prompt=False))
-    except DshAuditError as error:
-        result.notes.append(f"no DeepSeek wire body: {error.message}")
-        result.ids = result.with_answer = None
-        result.approximate = True
-        return result
-    text = json.dumps(wire, ensure_ascii=False, separators=(",", ":"))
-    result.sha256 = hashlib.sha256(text.encode()).hexdigest()
-    result.body = text
-    return result
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _usage_int(usage: dict[str, Any] | None, key: str) -> int | None:
-    value = (usage or {}).get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return _int((usage or {}).get(key))
 
 
 def _causes(causes: list[Cause]) -> tuple[str | None, str | None]:
@@ -188,75 +176,118 @@ def _causes(causes: list[Cause]) -> tuple[str | None, str | None]:
     return "+".join(names), "; ".join(f"seq {c.seq}: {c.detail}" for c in causes)
 
 
+def _ratio(reads: int | None, fresh: int | None) -> float | None:
+    """Share of the prompt served from cache; `inputTokens` excludes the cached tokens."""
+    if reads is None or fresh is None or reads + fresh == 0:
+        return None
+    return reads / (reads + fresh)
+
+
+class _LogRows:
+    """The request rows of one log, in order: each collapse is judged against its predecessor."""
+
+    def __init__(self, source: LogSource, options: CacheOptions, real: RealHeader) -> None:
+        self.source, self.options, self.real = source, options, real
+        self.table = options.table
+        self.base = {"log": source.label, "generation": source.generation.version,
+                     "sessionId": str(source.header.get("id"))}
+        self.first = True
+        self.previous: Prompt | None = None
+        self.previous_reads: int | None = None
+        self.previous_total: int | None = None   # the provider's own count of previous prompt + answer
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for call in calls(self.source, message_prefix=self.options.message_prefix, bodies=self.options.predict):
+            yield self._other(call) if isinstance(call, OtherCall) else self._request(*call)
+
+    def _priced(self, model: str | None, time: int | None, usage: dict[str, Any] | None) -> dict[str, Any]:
+        priced = self.table.price(model, time)
+        fresh, reads, output = (_usage_int(usage, key) for key in ("inputTokens", "cacheReadTokens", "outputTokens"))
+        return {"inputTokens": fresh, "cacheReadTokens": reads, "outputTokens": output,
+                "reasoningTokens": _usage_int(usage, "reasoningTokens"), "hitRatio": _ratio(reads, fresh),
+                "costUsd": None if usage is None else priced.prices.cost(fresh or 0, reads or 0, output or 0),
+                "priceModel": priced.model, "priceTier": priced.tier}
+
+    def _other(self, call: OtherCall) -> dict[str, Any]:
+        why = ("compaction summary call: one-shot, outside the loop's cache lineage" if call.kind == "compaction"
+               else "a response with no chunk and no request/header: priced from its usage, no request to rebuild")
+        return {**self.base, "kind": call.kind, "seq": call.seq, "timeMs": call.time, "provider": call.provider,
+                "model": call.model, "inherited": call.inherited, **self._priced(call.model, call.time, call.usage),
+                "approximate": False, "collapse": False, "note": why + ("" if call.usage else "; no usage logged")}
+
+    def _request(self, request: RebuiltRequest, answer: Any | None) -> dict[str, Any]:
+        options = self.options
+        prompt = prompt_of(request, answer, self.real) if options.predict else Prompt(
+            notes=["no prediction (--no-predict)"], approximate=False)
+        priced = self._priced(request.model, request.time, request.usage)
+        reads = priced["cacheReadTokens"]
+        notes = list(prompt.notes) + ([] if request.usage is not None else ["no usage logged"])
+        prefix = predicted = logged_basis = None
+        if prompt.ids is not None:
+            context = None if self.previous is None else self.previous.with_answer or self.previous.ids
+            prefix = 0 if context is None else common_prefix_length(context, prompt.ids)
+            predicted = cacheable_tokens(prefix, options.block)
+            # This prompt keeps all of the previous prompt and answer: the provider's own token count of them is
+            # a better measure than our template's.
+            if context is not None and prefix == len(context) and self.previous_total is not None:
+                logged_basis = cacheable_tokens(self.previous_total, options.block)
+        expected = logged_basis if logged_basis is not None else predicted
+        if expected is None and not self.first:
+            expected = self.previous_reads
+        cause, detail = _causes(request.causes)
+        collapse = reads is not None and not self.first and (
+            (self.previous_reads is not None and reads < options.collapse_ratio * self.previous_reads)
+            or (expected is not None and reads < options.collapse_ratio * expected))
+        if self.first and cause is None:
+            cause = "first-request"
+        if collapse and cause is None:
+            cause = UNEXPLAINED
+        row = {
+            **self.base, "kind": "request", "turn": request.turn, "step": request.step, "attempt": request.attempt,
+            "seq": request.dispatch_seq, "timeMs": request.time, "provider": request.provider,
+            "model": request.model, "inherited": request.inherited, **priced,
+            "promptTokens": None if prompt.ids is None else len(prompt.ids),
+            "predictedPrefixTokens": prefix, "predictedCacheTokens": predicted,
+            "withinBlock": None if reads is None or predicted is None or self.first
+            else abs(reads - predicted) < options.block,
+            "loggedBasisCacheTokens": logged_basis,
+            "loggedBasisWithinBlock": None if reads is None or logged_basis is None
+            else abs(reads - logged_basis) < options.block,
+            "expectedCacheReadTokens": expected, "approximate": prompt.approximate, "collapse": collapse,
+            "cause": cause, "causeDetail": detail,
+            "collapseCostUsd": self._collapse_cost(request, reads, expected) if collapse else None,
+            "wireSha256": prompt.sha256, "note": "; ".join(notes) or None,
+        }
+        if options.wire:
+            row["wireBody"] = prompt.body
+        usage = request.usage
+        fresh, output = _usage_int(usage, "inputTokens"), _usage_int(usage, "outputTokens")
+        self.first = False
+        self.previous, self.previous_reads = prompt, reads
+        self.previous_total = None if fresh is None or output is None else fresh + (reads or 0) + output
+        return row
+
+    def _collapse_cost(self, request: RebuiltRequest, reads: int | None, expected: int | None) -> float | None:
+        """What the collapse cost: the reads it lost — against what the predecessor read, or the expected read
+        if that is more, within this prompt's size — at the miss price less the hit price. An explained break
+        costs too: the cause says why, not that it was free."""
+        basis = max(value for value in (expected, self.previous_reads, 0) if value is not None)
+        if reads is None:
+            return None
+        missed = max(0, min(basis, reads + (_usage_int(request.usage, "inputTokens") or 0)) - reads)
+        rates = self.table.price(request.model, request.time).prices
+        return missed * (rates.cache_miss - rates.cache_hit) / rates.per_tokens
+
+
 def log_rows(source: LogSource, options: CacheOptions, real: RealHeader | None = None) -> list[dict[str, Any]]:
-    """The request rows of one log, in dispatch order (`real`: content for scrubbed headers, default the
-    options' system/tools)."""
+    """The call rows of one log, in log order (`real`: content for scrubbed headers, default the options')."""
     return list(iter_log_rows(source, options, real))
 
 
 def iter_log_rows(source: LogSource, options: CacheOptions, real: RealHeader | None = None
                   ) -> Iterator[dict[str, Any]]:
     """log_rows, streamed: a long log's rows need not all be held as Python dicts at once."""
-    real = real if real is not None else RealHeader(options.system, options.tools)
-    first = True
-    previous: _Prompt | None = None
-    previous_reads: int | None = None
-    previous_total: int | None = None   # the provider's own count of previous prompt + answer
-    for request, answer in requests_with_answers(source, message_prefix=options.message_prefix,
-                                                 bodies=options.predict):
-        prompt = _prompt(request, answer, real) if options.predict else _Prompt(
-            notes=["no prediction (--no-predict)"], approximate=False)
-        usage = request.usage
-        reads = _usage_int(usage, "cacheReadTokens")
-        fresh = _usage_int(usage, "inputTokens")
-        output = _usage_int(usage, "outputTokens")
-        notes = list(prompt.notes)
-        prefix = predicted = logged_basis = None
-        if prompt.ids is not None:
-            context = None if previous is None else previous.with_answer or previous.ids
-            prefix = 0 if context is None else common_prefix_length(context, prompt.ids)
-            predicted = cacheable_tokens(prefix, options.block)
-            # This prompt keeps all of the previous prompt and answer: the provider's own token count of
-            # them is a better measure than our template's.
-            if context is not None and prefix == len(context) and previous_total is not None:
-                logged_basis = cacheable_tokens(previous_total, options.block)
-        expected = logged_basis if logged_basis is not None else predicted
-        if usage is None:
-            notes.append("no usage logged")
-        cause, detail = _causes(request.causes)
-        collapse = reads is not None and not first and (
-            (previous_reads is not None and reads < options.collapse_ratio * previous_reads)
-            or (expected is not None and reads < options.collapse_ratio * expected))
-        if first and cause is None:
-            cause = "first-request"
-        if collapse and cause is None:
-            cause = UNEXPLAINED
-        price_model, price = price_for(request.model, options.prices)
-        cost = None if usage is None else price.cost(fresh or 0, reads or 0, output or 0)
-        row = {
-            "row": "request", "log": source.label, "generation": source.generation.version,
-            "sessionId": str(source.header.get("id")),
-            "turn": request.turn, "step": request.step, "attempt": request.attempt, "seq": request.dispatch_seq,
-            "provider": request.provider, "model": request.model, "inherited": request.inherited, "requests": 1,
-            "inputTokens": fresh, "cacheReadTokens": reads, "outputTokens": output,
-            "reasoningTokens": _usage_int(usage, "reasoningTokens"),
-            "hitRatio": _ratio(reads, fresh), "promptTokens": None if prompt.ids is None else len(prompt.ids),
-            "predictedPrefixTokens": prefix, "predictedCacheTokens": predicted,
-            "withinBlock": None if reads is None or predicted is None or first
-            else abs(reads - predicted) < options.block,
-            "loggedBasisCacheTokens": logged_basis,
-            "loggedBasisWithinBlock": None if reads is None or logged_basis is None
-            else abs(reads - logged_basis) < options.block,
-            "approximate": prompt.approximate, "collapse": collapse, "cause": cause,
-            "causeDetail": detail, "costUsd": cost, "priceModel": price_model, "wireSha256": prompt.sha256,
-            "note": "; ".join(notes) or None,
-        }
-        if options.wire:
-            row["wireBody"] = prompt.body
-        yield row
-        first = False
-        previous, previous_reads = prompt, reads
-        previous_total = None if fresh is None or output is None else fresh + (reads or 0) + output
+    return iter(_LogRows(source, options, real if real is not None else RealHeader(options.system, options.tools)))
 
 
 def _request_frame(rows: Iterator[dict[str, Any]], schema: dict[str, Any]) -> pl.DataFrame:
@@ -267,28 +298,25 @@ def _request_frame(rows: Iterator[dict[str, Any]], schema: dict[str, Any]) -> pl
     return pl.concat(batches) if batches else pl.DataFrame(schema=schema)
 
 
-def _ratio(reads: int | None, fresh: int | None) -> float | None:
-    """Share of the prompt served from cache; `inputTokens` excludes the cached tokens."""
-    if reads is None or fresh is None or reads + fresh == 0:
-        return None
-    return reads / (reads + fresh)
-
-
-def summarize(requests: pl.DataFrame, *, row: str, log: str | None) -> dict[str, Any]:
-    """Totals over own requests only: a child log's inherited requests were paid for by its parent."""
-    own = requests.filter(~pl.col("inherited"))
+def summarize(calls_frame: pl.DataFrame) -> dict[str, Any]:
+    """Totals over own calls only: a child log's inherited requests were paid for by its parent."""
+    own = calls_frame.filter(~pl.col("inherited"))
+    requests = own.filter(pl.col("kind") == "request")
+    compactions = own.filter(pl.col("kind") == "compaction")
 
     def total(column: str) -> int:
         return int(own[column].fill_null(0).sum())
 
     reads, fresh = total("cacheReadTokens"), total("inputTokens")
-    compared = own.filter(pl.col("withinBlock").is_not_null())
-    basis = own.filter(pl.col("loggedBasisWithinBlock").is_not_null())
+    compared = requests.filter(pl.col("withinBlock").is_not_null())
+    basis = requests.filter(pl.col("loggedBasisWithinBlock").is_not_null())
+    collapsed = requests.filter(pl.col("collapse"))
     return {
-        "row": row, "log": log, "requests": own.height, "inputTokens": fresh, "cacheReadTokens": reads,
-        "outputTokens": total("outputTokens"), "reasoningTokens": total("reasoningTokens"),
-        "hitRatio": _ratio(reads, fresh), "collapses": int(own["collapse"].sum()),
-        "unexplained": own.filter(pl.col("collapse") & (pl.col("cause") == UNEXPLAINED)).height,
+        "requests": requests.height, "compactionCalls": compactions.height,
+        "otherCalls": own.height - requests.height - compactions.height,
+        **{name: total(name) for name in _SUMS}, "hitRatio": _ratio(reads, fresh),
+        "collapses": collapsed.height, "unexplained": collapsed.filter(pl.col("cause") == UNEXPLAINED).height,
+        "collapseCostUsd": float(collapsed["collapseCostUsd"].fill_null(0).sum()),
         "predictionsCompared": compared.height, "predictionsWithinBlock": int(compared["withinBlock"].sum()),
         "loggedBasisCompared": basis.height, "loggedBasisAgreeing": int(basis["loggedBasisWithinBlock"].sum()),
         "costUsd": float(own["costUsd"].fill_null(0).sum()),
@@ -296,38 +324,41 @@ def summarize(requests: pl.DataFrame, *, row: str, log: str | None) -> dict[str,
     }
 
 
+def _log_summary(source: LogSource, frame: pl.DataFrame) -> dict[str, Any]:
+    models = frame.filter(pl.col("kind") == "request")["model"].drop_nulls().unique(maintain_order=True)
+    notes = dict.fromkeys(note for row in frame["note"].drop_nulls() for note in row.split("; "))
+    return {"log": source.label, "generation": source.generation.version, "sessionId": str(source.header.get("id")),
+            "model": ", ".join(models.to_list()) or None, **summarize(frame), "notes": "; ".join(notes) or None}
+
+
 def build_cache_report(paths: Iterable[str | os.PathLike[str]], options: CacheOptions = CacheOptions(), *,
-                       on_log: Callable[[Path], None] | None = None, all_generations: bool = False) -> pl.DataFrame:
-    """Request rows of every log at `paths`, each log followed by its `log` summary row, then a `total` row.
+                       on_log: Callable[[Path], None] | None = None, all_generations: bool = False) -> CacheReport:
+    """Every logged model call of every log at `paths`, and the per-log and overall summaries.
     `on_log` is called once per file, after it is processed (progress reporting)."""
     schema = dict(REQUEST_COLUMNS)
     if options.wire:
         schema["wireBody"] = pl.String
     frames: list[pl.DataFrame] = []
-    all_requests: list[pl.DataFrame] = []
+    summaries: list[dict[str, Any]] = []
     supplied = RealHeader(options.system, options.tools)
     for file in discover(paths, all_generations=all_generations):
         real = sidecar_header(file) if options.sidecars else supplied
         for source in open_logs(file):
-            requests = _request_frame(iter_log_rows(source, options, real), schema)
-            all_requests.append(requests)
-            summary = {**summarize(requests, row="log", log=source.label), "generation": source.generation.version}
-            frames += [requests, pl.DataFrame([summary], schema=schema, orient="row")]
+            frame = _request_frame(iter_log_rows(source, options, real), schema)
+            frames.append(frame)
+            summaries.append(_log_summary(source, frame))
         if on_log is not None:
             on_log(file)
-    everything = pl.concat(all_requests) if all_requests else pl.DataFrame(schema=schema)
-    frames.append(pl.DataFrame([summarize(everything, row="total", log=None)], schema=schema, orient="row"))
-    return pl.concat(frames)
+    requests = pl.concat(frames) if frames else pl.DataFrame(schema=schema)
+    totals = {"logs": len(summaries), **summarize(requests)}
+    return CacheReport(requests, pl.DataFrame(summaries, schema=LOG_COLUMNS, orient="row"),
+                       pl.DataFrame([totals], schema=TOTAL_COLUMNS, orient="row"))
 
 
-def request_rows(report: pl.DataFrame) -> pl.DataFrame:
-    return report.filter(pl.col("row") == "request")
-
-
-def agreement(report: pl.DataFrame, *, basis: str = "tokenizer") -> tuple[int, int]:
+def agreement(report: CacheReport, *, basis: str = "tokenizer") -> tuple[int, int]:
     """(agreeing, compared): own requests after the first of their log whose logged cacheReadTokens is
     within one block of the prediction — `tokenizer` (our template's common prefix) or `logged` (the
     provider's own count of the previous prompt + answer, when this prompt extends them)."""
     column = "withinBlock" if basis == "tokenizer" else "loggedBasisWithinBlock"
-    rows = request_rows(report).filter(~pl.col("inherited") & pl.col(column).is_not_null())
+    rows = report.requests.filter(~pl.col("inherited") & pl.col(column).is_not_null())
     return int(rows[column].sum()), rows.height

@@ -30,8 +30,7 @@ from ..walker import Walker
 COLUMNS = {"log": pl.String, "generation": pl.Int64, "sessionId": pl.String, "seq": pl.Int64, "turn": pl.Int64,
            "step": pl.Int64, "reason": pl.String, "against": pl.String, "field": pl.String, "change": pl.String,
            "path": pl.String, "before": pl.String, "after": pl.String, "detail": pl.String}
-TABLE_COLUMNS = ("log", "generation", "seq", "turn", "step", "reason", "against", "field", "change", "path", "before",
-                 "after")
+SCHEMA_VERSION = 2   # of COLUMNS; docs/cache-report.md (header-diff section) says what each holds
 CHILD_LOG = re.compile(r"^session\.\d+\.(?:v\d+\.)?jsonl")
 
 

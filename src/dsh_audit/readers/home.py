@@ -1,0 +1,275 @@
+"""Logs found where dsh keeps them: its session root, the sessions below it, and one picked by an id prefix.
+
+dsh resolves one home directory (`@deepseek-ai/dsh-home-paths`: a non-blank `$DSH_HOME`, else `~/.dsh`) and its
+base bundle mounts the JSONL session backend at `<home>/sessions`. Below that root each project has a directory
+(`--<cwd, separators as '-'>--`, or `_no-cwd`), each session a directory named by its path-escaped id, and that
+directory holds the session's generations (`session.vN.jsonl`, compressed by default: `.jsonl.zstd`).
+docs/session-home.md gives the layout with its upstream sources.
+
+A session here is what dsh reads as one: the newest generation of the main log in a directory (older
+snapshot-style directories also hold child logs, `session.N.jsonl`, counted as its children). Logs that are no
+main log of a directory (replay fixtures, a lone child) are listed on their own.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+from dsh_audit.errors import DshAuditError, LogReadError
+from dsh_audit.generations import parse_log_name
+from dsh_audit.readers import open_log, open_logs
+from dsh_audit.readers.discover import discover_logs
+from dsh_audit.reconstruct import iter_requests
+from dsh_audit.records import LogSource
+
+HOME_ENV = "DSH_HOME"
+HOME_DIR_NAME = ".dsh"
+SESSIONS_DIR = "sessions"
+ID_PREFIX = "session-"  # dsh's entry points mint ids as session-<uuid4>; a prefix may leave it out
+MAX_CANDIDATES = 5
+
+# (own requests, cost) of one opened log, in one pass; the default counts requests and prices nothing.
+Tally = Callable[[LogSource], tuple[int, float | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """One session below a root. `last_activity` is the log file's modification time (UTC): dsh appends every
+    event batch, so it is the time of the last write, and it costs a stat instead of a pass over the log.
+    `requests` counts the session's own rebuilt requests (a seeded child's inherited ones were its parent's);
+    `requests` and `cost_usd` stay None when not computed or when the log cannot be read (`error` says why)."""
+
+    session_id: str | None
+    path: Path                  # the log read; `store.db#id` for a session of a SQLite store
+    directory: Path
+    cwd: str | None
+    generation: int | None
+    size: int                   # bytes of the file read
+    last_activity: datetime
+    children: tuple[Path, ...] = ()
+    requests: int | None = None
+    cost_usd: float | None = None
+    error: str | None = None
+
+    @property
+    def short_id(self) -> str:
+        """The id without dsh's `session-` prefix, which every id shares and so tells nothing apart."""
+        text = self.session_id if self.session_id is not None else self.directory.name
+        return text.removeprefix(ID_PREFIX)
+
+
+# --- the root -------------------------------------------------------------------------------------------------
+
+def _os_home(environ: Mapping[str, str]) -> str:
+    # Node's os.homedir(), which dsh uses, reads HOME on POSIX and USERPROFILE on Windows.
+    variable = "USERPROFILE" if os.name == "nt" else "HOME"
+    return environ.get(variable) or str(Path.home())
+
+
+def _expand_tilde(path: str, environ: Mapping[str, str]) -> str:
+    # Only `~`, `~/…` and `~\\…` are expanded, as dsh does; `~user` stays literal.
+    if path == "~":
+        return _os_home(environ)
+    if path.startswith(("~/", "~\\")):
+        return os.path.join(_os_home(environ), path[2:])
+    return path
+
+
+def dsh_home(environ: Mapping[str, str] = os.environ) -> Path:
+    """dsh's home: `$DSH_HOME` unless blank (a blank value must not resolve to the working directory), else
+    `~/.dsh`; made absolute without resolving links, as Node's path.resolve does."""
+    configured = environ.get(HOME_ENV, "")
+    chosen = configured if configured.strip() else os.path.join(_os_home(environ), HOME_DIR_NAME)
+    return Path(os.path.abspath(_expand_tilde(chosen, environ)))
+
+
+def session_root(environ: Mapping[str, str] = os.environ) -> Path:
+    """Where dsh's JSONL backend keeps sessions: `<dsh home>/sessions`."""
+    return dsh_home(environ) / SESSIONS_DIR
+
+
+def require_root(root: Path, *, other: str | None = None) -> None:
+    """A one-line LogReadError unless `root` is a directory that can be listed (a walk would skip an unreadable
+    one silently, and list nothing). `other`, for a root taken from the environment: how else to name one."""
+    hint = "" if other is None else f"; set {HOME_ENV} to dsh's home, or {other}"
+    if not root.is_dir():
+        raise LogReadError(f"no dsh session root at {root}{hint}")
+    try:
+        with os.scandir(root):
+            pass
+    except OSError as error:
+        raise LogReadError(f"cannot read the session root {root}: {error.strerror}{hint}") from None
+
+
+# --- finding the sessions ---------------------------------------------------------------------------------------
+
+def _is_child_log(path: Path) -> bool:
+    name = parse_log_name(path.name)
+    return name.canonical and name.group != "session"
+
+
+def _sessions_in(files: Iterable[Path]) -> Iterator[tuple[Path, tuple[Path, ...]]]:
+    """(log, children) per session: a directory's main log with its child logs, and every other log alone."""
+    by_directory: dict[Path, list[Path]] = {}
+    for path in files:
+        by_directory.setdefault(path.parent, []).append(path)
+    for members in by_directory.values():
+        main = next((p for p in members if parse_log_name(p.name).group == "session"), None)
+        children = tuple(p for p in members if main is not None and _is_child_log(p))
+        if main is not None:
+            yield main, children
+        yield from ((p, ()) for p in members if p != main and p not in children)
+
+
+def _close(source: LogSource) -> None:
+    # A source closes its file when its event stream ends. A header-only read starts the stream and closes it
+    # at once, so the handle is released now rather than left to the garbage collector.
+    events = source.records(expand=False)
+    try:
+        next(events, None)
+    except DshAuditError:
+        return  # the stream ended (and closed its file) on a bad first event; that is for a full read to report
+    close = getattr(events, "close", None)
+    if close is not None:
+        close()
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _described(base: SessionInfo, source: LogSource) -> SessionInfo:
+    try:
+        version: int | None = source.generation.version
+    except DshAuditError as error:
+        return replace(base, path=Path(source.label), error=str(error))
+    header = source.header
+    return replace(base, session_id=_text(header.get("id")), cwd=_text(header.get("cwd")), generation=version,
+                   path=Path(source.label))
+
+
+def _headers(path: Path, children: tuple[Path, ...], problem: str | None) -> list[SessionInfo]:
+    """The sessions one file holds, from its header alone (one per session for a SQLite store)."""
+    try:
+        stat = path.stat()
+    except OSError as error:
+        return [SessionInfo(None, path, path.parent, None, None, 0, datetime.fromtimestamp(0, UTC), children,
+                            error=f"{path}: cannot read: {error.strerror}")]
+    base = SessionInfo(None, path, path.parent, None, None, stat.st_size,
+                       datetime.fromtimestamp(stat.st_mtime, UTC), children, error=problem)
+    try:
+        sources = list(open_logs(path))
+    except DshAuditError as error:
+        return [replace(base, error=str(error))]
+    infos = []
+    for source in sources:
+        infos.append(_described(base, source))
+        _close(source)
+    return infos
+
+
+def _newest_first(info: SessionInfo) -> tuple[float, str, str]:
+    return -info.last_activity.timestamp(), info.session_id or "", str(info.path)
+
+
+def scan_sessions(roots: Iterable[Path]) -> list[SessionInfo]:
+    """Every session below `roots`, newest first, from headers only (no request counts, no cost)."""
+    infos: list[SessionInfo] = []
+    for root in roots:
+        discovery = discover_logs([root])
+        for path, children in _sessions_in(discovery.files):
+            # The same generation stored twice (plain and compressed): reading either would be a guess.
+            infos.extend(_headers(path, children, discovery.ambiguous.get(path)))
+    return sorted(infos, key=_newest_first)
+
+
+# --- requests and cost ------------------------------------------------------------------------------------------
+
+def count_requests(source: LogSource) -> tuple[int, float | None]:
+    """The default tally: the session's own requests, no cost. Findings are ignored: a log the reference would
+    refuse still has the requests it rebuilds."""
+    requests = iter_requests(source, on_finding=lambda _finding: None)
+    return sum(1 for request in requests if not request.inherited), None
+
+
+def _tallied(info: SessionInfo, tally: Tally) -> SessionInfo:
+    if info.error is not None:
+        return info
+    try:
+        requests, cost = tally(open_log(info.path))
+    except DshAuditError as error:
+        return replace(info, error=str(error))
+    except OSError as error:
+        return replace(info, error=f"{info.path}: cannot read: {error.strerror}")
+    return replace(info, requests=requests, cost_usd=cost)
+
+
+def list_sessions(root: Path, *, limit: int | None = None, tally: Tally = count_requests) -> list[SessionInfo]:
+    """The sessions below `root`, newest first (by last activity), at most `limit`, each with its own request
+    count and cost as `tally` gives them (from a freshly opened source of the log). A log that cannot be read is
+    listed with its error; only a missing root raises (LogReadError)."""
+    infos = scan_sessions([root])
+    chosen = infos if limit is None else infos[:limit]
+    return [_tallied(info, tally) for info in chosen]
+
+
+# --- picking one ------------------------------------------------------------------------------------------------
+
+def _names(info: SessionInfo) -> set[str]:
+    names = {info.directory.name}
+    if info.session_id is not None:
+        names.add(info.session_id)
+    return names | {name.removeprefix(ID_PREFIX) for name in names}
+
+
+def _matching(infos: list[SessionInfo], prefix: str) -> list[SessionInfo]:
+    exact = [info for info in infos if info.session_id == prefix]
+    if exact:
+        return exact  # a whole id picks its session even when it is also the prefix of a longer one
+    return [info for info in infos if any(name.startswith(prefix) for name in _names(info))]
+
+
+def _candidates(infos: list[SessionInfo]) -> str:
+    shown = ", ".join(info.session_id or str(info.path) for info in infos[:MAX_CANDIDATES])
+    more = len(infos) - MAX_CANDIDATES
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def _find(roots: Iterable[Path], prefix: str) -> Path:
+    roots = list(roots)
+    if not prefix:
+        raise LogReadError("an empty --session prefix matches every session; give the start of an id")
+    matches = _matching(scan_sessions(roots), prefix)
+    where = ", ".join(str(root) for root in roots)
+    if not matches:
+        raise LogReadError(f"no session id or directory starts with {prefix!r} under {where}")
+    if len(matches) > 1:
+        raise LogReadError(f"session prefix {prefix!r} is ambiguous under {where}: {len(matches)} sessions "
+                           f"match ({_candidates(matches)})")
+    return matches[0].path
+
+
+def find_session(root: Path, prefix: str) -> Path:
+    """The log of the one session below `root` whose header id or directory name starts with `prefix` (dsh's
+    `session-` prefix may be left out). No match, or more than one, is a one-line LogReadError naming up to five
+    candidates."""
+    return _find([root], prefix)
+
+
+# --- what the commands read -------------------------------------------------------------------------------------
+
+def default_paths(logs: tuple[Path, ...], session: str | None,
+                  environ: Mapping[str, str] = os.environ) -> list[Path]:
+    """The paths a command reads: the LOGS given; with `session`, the one log whose id starts with it (searched
+    below the LOGS given, else below dsh's session root); with neither, dsh's session root. A missing root is
+    a one-line LogReadError saying how to choose another."""
+    if session is None and logs:
+        return list(logs)
+    roots = list(logs) if logs else [session_root(environ)]
+    if not logs:
+        require_root(roots[0], other="pass a log or directory")
+    return [_find(roots, session)] if session is not None else roots

@@ -1,0 +1,153 @@
+"""What a person sees: the terminal views of cache-report and header-diff fit the terminal, read as numbers a
+person reads, name the collapses and what they cost, and never print null; machine formats are tidy."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from conftest_reference import LOGS_ROOT, require_corpus
+from dsh_audit.cli import main
+from dsh_audit.reports.views import count, percent, usd
+from logbuilder import LogBuilder
+from test_cache_report import TOOL_A, TOOL_B, steady_log, turn, write_jsonl
+
+SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
+
+
+def run(*args: str, columns: int = 80, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args), env={"COLUMNS": str(columns), **(env or {})})
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def collapsing_log(tmp_path: Path) -> Path:
+    """Three collapses: a tool change (explained), a compaction replace (explained), one with no cause."""
+    log = steady_log()
+    turn(log, 3, "more", 0, reason="change", tools=[TOOL_A, TOOL_B])
+    turn(log, 4, "again " * 100, 640)
+    turn(log, 5, "later", 0)
+    return write_jsonl(log, tmp_path / "session.jsonl")
+
+
+@pytest.mark.parametrize(("value", "shown"), [(None, "–"), (0, "0"), (999, "999"), (1234, "1.2K"),
+                                              (15_600_000, "15.6M")])
+def test_counts_read_as_a_person_reads_them(value: int | None, shown: str) -> None:
+    assert count(value) == shown
+
+
+def test_money_and_ratios_read_as_a_person_reads_them() -> None:
+    assert [usd(v) for v in (None, 0, 15.6234, 0.018, 0.00123, 0.000005)] == [
+        "–", "$0", "$15.62", "$0.018", "$0.0012", "$0.0000050"]
+    assert (percent(0.984), percent(None)) == ("98.4 %", "–")
+
+
+def test_cache_report_view_answers_on_one_screen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = collapsing_log(tmp_path)
+    monkeypatch.chdir(tmp_path)   # the path is shown relative to where the user is
+    code, out, _ = run("cache-report", "session.jsonl")
+    assert code == 0 and "null" not in out
+    expected = (SNAPSHOTS / "cache-report-80.txt").read_text(encoding="utf-8")
+    assert out == expected, out
+    assert path.exists()
+
+
+def test_the_summary_names_the_collapses_their_cost_and_how_to_explain_them(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    collapsing_log(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    _, out, _ = run("cache-report", "session.jsonl", columns=200)
+    summary = out.rstrip().splitlines()
+    assert "2 collapse(s), 1 unexplained" in summary[-3]
+    assert summary[-2].startswith("worst: session.jsonl 3.1#1 (header-change, $0.000044)")
+    assert summary[-1].startswith("unexplained: 5.1#1 lost $") and "audit explain session.jsonl 5.1#1" in summary[-1]
+
+
+@pytest.mark.parametrize("columns", [60, 80, 200])
+def test_no_line_of_a_default_view_is_wider_than_the_terminal(columns: int, tmp_path: Path) -> None:
+    require_corpus()
+    paths = [str(collapsing_log(tmp_path)), str(LOGS_ROOT / "apps/web/tests/snapshots/plan-review"),
+             str(LOGS_ROOT / "scripts/snapshots/python-sdk-single-exe/advanced")]
+    for command in (["cache-report", "--no-predict"], ["header-diff"]):
+        code, out, _ = run(*command, *paths, columns=columns)
+        assert code == 0, out
+        widest = max(out.splitlines(), key=len)
+        assert len(widest) <= columns, (command, widest)
+        assert "null" not in out
+
+
+def test_wide_keeps_every_column(tmp_path: Path) -> None:
+    path = str(collapsing_log(tmp_path))
+    narrow, wide = run("cache-report", path, columns=60)[1], run("cache-report", "--wide", path, columns=60)[1]
+    header = next(line for line in wide.splitlines() if line.strip().startswith("call"))
+    assert all(title in header for title in ("seq", "expected", "output", "lost", "price", "why"))
+    assert "price" not in next(line for line in narrow.splitlines() if line.strip().startswith("call"))
+
+
+def test_colour_only_on_a_terminal_and_never_with_no_color(tmp_path: Path) -> None:
+    path = str(collapsing_log(tmp_path))
+    assert "\x1b[" not in run("cache-report", path)[1]          # CliRunner's output is not a TTY
+    from dsh_audit.reports.views import Terminal, terminal
+
+    class Tty:
+        def isatty(self) -> bool:
+            return True
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("NO_COLOR", raising=False)
+        assert terminal(stream=Tty()).color
+        patch.setenv("NO_COLOR", "1")
+        assert not terminal(stream=Tty()).color
+    assert Terminal(80, True).style("x", fg="red") != "x"
+
+
+def test_header_diff_view_shows_the_change_itself(tmp_path: Path) -> None:
+    log = LogBuilder()
+    log.header_event("initial", system="line one\nline two", tools=[TOOL_A])
+    log.header_event("change", system="line one\nline 2\nline three", tools=[TOOL_B], temperature=0.5)
+    path = tmp_path / "session.jsonl"
+    path.write_text("\n".join(json.dumps(row) for row in [log.header, *log.events]) + "\n")
+    _, out, _ = run("header-diff", str(path))
+    assert "config.temperature: absent -> 0.5" in out
+    assert "tools - read (removed)" in out and "tools + write (added)" in out
+    assert "system prompt changed: 2 lines -> 3 lines (+2 -1 lines)" in out
+    assert "      -line two" in out and "      +line 2" in out and "      +line three" in out
+
+
+# -- machine formats ----------------------------------------------------------------------------------------
+def test_each_machine_format_holds_one_row_kind(tmp_path: Path) -> None:
+    path = str(collapsing_log(tmp_path))
+    for rows, height in (("requests", 5), ("logs", 1), ("totals", 1)):
+        document = json.loads(run("cache-report", "--format", "json", "--rows", rows, path)[1])
+        assert document["schema"] == f"dsh-audit/cache-report/{rows}" and len(document["rows"]) == height
+        lines = run("cache-report", "--format", "jsonl", "--rows", rows, path)[1].splitlines()
+        assert [json.loads(line) for line in lines] == document["rows"]
+    out = tmp_path / "calls.csv"
+    assert run("cache-report", "--out", str(out), path)[0] == 0
+    frame = pl.read_csv(out)
+    assert frame.height == 5 and frame["costUsd"].sum() == pytest.approx(
+        json.loads(run("cache-report", "--format", "json", "--rows", "totals", path)[1])["rows"][0]["costUsd"])
+
+
+@pytest.mark.parametrize(("out", "message"), [("missing/dir/x.csv", "does not exist"),
+                                              ("report.xlsx", "cannot tell the format")])
+def test_bad_output_paths_are_one_line_errors(tmp_path: Path, out: str, message: str) -> None:
+    code, _, err = run("cache-report", str(collapsing_log(tmp_path)), "--out", str(tmp_path / out))
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_any_output_encoding_works(tmp_path: Path) -> None:
+    """Through a real process whose stdout cannot encode the view's characters: escaped, never a traceback."""
+    path = str(collapsing_log(tmp_path))
+    for command in (["cache-report", path], ["header-diff", path], ["verify", path]):
+        done = subprocess.run([sys.executable, "-m", "dsh_audit", *command], capture_output=True,
+                              env={**os.environ, "PYTHONIOENCODING": "ascii", "COLUMNS": "80"}, check=False)
+        assert done.returncode in (0, 1) and b"Traceback" not in done.stderr, done.stderr
+        done.stdout.decode("ascii")
