@@ -50,6 +50,7 @@ class _LazyGroup(click.Group):
     without loading polars or the tokenizer's vocabulary."""
 
     lazy: ClassVar[dict[str, str]] = {"cache-report": "report_commands:cache_report",
+                                      "explain": "explain_command:explain",
                                       "header-diff": "report_commands:header_diff",
                                       "golden": "golden_commands:golden",
                                       "sessions": "session_commands:sessions"}

@@ -52,6 +52,9 @@ def render(report: CacheReport, term: Terminal, *, wide: bool = False) -> str:
         for note in (log["notes"] or "").split("; "):
             if note:
                 lines += wrap(f"note: {note}", term.width)
+        for row in calls:
+            if row["collapse"]:
+                lines += wrap(f"why {call_name(row)}: {explain_command(row)}", term.width)
         lines += wrap(_log_line(log), term.width)
         lines.append("")
     lines += _closing(report, term, wide)

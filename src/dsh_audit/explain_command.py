@@ -1,0 +1,81 @@
+"""`audit explain LOG TURN.STEP[#ATTEMPT]`: the first divergence between a request and what the cache could
+hold before it, and the logged event that explains it. Exit codes: 0 extends or explained, 1 unexplained,
+2 unreadable input, bad usage or no such request."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import click
+
+from .cli import SESSION_OPTION, chosen_paths, fail, parse_step, printable
+from .errors import DshAuditError
+from .explain import Explanation, explain_request
+from .readers import open_logs
+from .reports.views import terminal, wrap
+
+
+def render(explanation: Explanation, label: str, width: int) -> list[str]:
+    lines = [f"{label} {explanation.name}" + (f", against {explanation.predecessor} and its answer: what the "
+                                               "provider could have cached" if explanation.predecessor else "")]
+    divergence = explanation.divergence
+    if explanation.verdict == "first request":
+        lines.append("first request of the log: nothing was cached before it")
+    elif divergence is None:
+        lines.append(f"no divergence: it extends what was cached, adding {explanation.appended} message(s)")
+    else:
+        where = (f"message {divergence.message_index}" + (" (the predecessor's answer, as generated)"
+                                                          if divergence.generated else "")
+                 if divergence.part == "message" else divergence.part)
+        tokens = "" if divergence.token_offset is None else f", after {divergence.token_offset:,} prompt tokens"
+        lines.append(f"first divergence: {where}, byte {divergence.part_offset} of it (byte "
+                     f"{divergence.body_offset} of the request body){tokens}")
+        lines.append(f"  cached:  {divergence.before}")
+        lines.append(f"  request: {divergence.after}")
+    for cause in explanation.causes:
+        lines.append(f"logged: seq {cause.seq} {cause.type} ({cause.reason})")
+    if explanation.verdict == "unexplained":
+        lines.append(f"unexplained: {explanation.needed}")
+    elif explanation.needed:
+        lines.append(f"not a break in the log: {explanation.needed}")
+    return [part for line in lines for part in wrap(line, width, "")]
+
+
+@click.command("explain", epilog="""\b
+Examples:
+  audit explain session.v3.jsonl 1.2#2    why request 1.2#2 did (not) extend what was cached before it
+  audit explain --session 3f2a 4.1        the first attempt of turn 4, step 1
+Exit codes: 0 it extends its predecessor or a logged event explains the break, 1 unexplained,
+2 unreadable input, bad usage or no such request.""")
+@click.argument("log", required=False, type=click.Path(path_type=Path))
+@click.argument("request", required=False, metavar="TURN.STEP[#ATTEMPT]")
+@SESSION_OPTION
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def explain(log: Path | None, request: str | None, session: str | None, fmt: str) -> None:
+    """Where request TURN.STEP[#ATTEMPT] of LOG first differs from what the provider could have cached before it
+    (its predecessor's prompt and answer), and the logged event that explains it, or "unexplained"."""
+    if session is not None and request is None and log is not None:   # `--session ID 1.2`: LOG is the request
+        log, request = None, str(log)
+    wanted = parse_step(request, "TURN.STEP[#ATTEMPT]")
+    try:
+        if wanted is None:
+            raise DshAuditError("give the request to explain, TURN.STEP or TURN.STEP#ATTEMPT (as cache-report "
+                                "and rebuild --format digest name it)")
+        if log is None and session is None:
+            raise DshAuditError("give a LOG, or --session ID to pick one from dsh's session root")
+        [path] = chosen_paths(() if log is None else (log,), session)
+        source = next(iter(open_logs(path)))
+        explanation = explain_request(source, *wanted)
+    except DshAuditError as error:
+        fail(error)
+        return
+    if fmt == "json":
+        click.echo(printable(json.dumps({"log": source.label, **asdict(explanation)}, indent=2, ensure_ascii=False)))
+    else:
+        text = "\n".join(render(explanation, source.label, terminal().width))
+        encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+        click.echo(printable(text).encode(encoding, "backslashreplace").decode(encoding))
+    sys.exit(1 if explanation.verdict == "unexplained" else 0)
