@@ -151,3 +151,48 @@ def test_any_output_encoding_works(tmp_path: Path) -> None:
                               env={**os.environ, "PYTHONIOENCODING": "ascii", "COLUMNS": "80"}, check=False)
         assert done.returncode in (0, 1) and b"Traceback" not in done.stderr, done.stderr
         done.stdout.decode("ascii")
+
+
+def test_every_command_has_help_with_examples_and_exit_codes() -> None:
+    from click import Context
+
+    commands = main.list_commands(Context(main))
+    assert {"verify", "rebuild", "cache-report", "header-diff", "explain", "sessions", "golden"} <= set(commands)
+    for name in ["", *commands]:
+        code, out, _ = run(*([name] if name else []), "--help", columns=100)
+        assert code == 0 and "Examples:" in out and "Exit codes:" in out, name
+    code, out, _ = run("--version")
+    assert code == 0 and out.startswith("audit, version ")
+
+
+def test_readers_report_the_bytes_they_have_read_to_a_progress_hook(tmp_path: Path) -> None:
+    from dsh_audit.readers import open_log
+    from dsh_audit.readers.progress import EVERY, watching
+
+    log = steady_log()
+    for number in range(3, 3 + EVERY // 10):
+        turn(log, number, "again", 512)
+    path = write_jsonl(log, tmp_path / "session.jsonl")
+    seen: list[tuple[str, int]] = []
+    with watching(lambda label, position: seen.append((label, position))):
+        source = open_log(path)
+        for _record in source.records():
+            pass
+    positions = [position for label, position in seen if label == str(path)]
+    assert len(positions) >= 2 and positions == sorted(positions) and positions[-1] == path.stat().st_size
+    seen.clear()
+    for _record in open_log(path).records():   # no hook: nothing reported
+        pass
+    assert seen == []
+
+
+def test_no_progress_bar_in_ci_or_a_pipe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dsh_audit.progress_bar import byte_progress
+    from dsh_audit.readers import progress
+
+    with byte_progress([collapsing_log(tmp_path)], "verify"):
+        assert progress._hook is None          # stderr is not a terminal here
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    monkeypatch.setenv("CI", "true")
+    with byte_progress([collapsing_log(tmp_path)], "verify"):
+        assert progress._hook is None

@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import importlib
+import io
 import json
 import re
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -66,10 +68,21 @@ class _LazyGroup(click.Group):
         return command
 
 
-@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="dsh-audit")
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog="""\b
+Examples:
+  audit sessions                         dsh's sessions, newest first
+  audit verify                           every session, every request rebuilt, every invariant checked
+  audit cache-report --session 3f2a      where that session lost the prefix cache, why, and the cost
+  audit explain LOG 1.2#2                why request 1.2#2 did not extend what was cached
+Exit codes: 0 clean, 1 findings, 2 unreadable input or bad usage (each command's --help says more).""")
+@click.version_option(package_name="dsh-audit", prog_name="audit")
 def main() -> None:
-    """Audit dsh session logs offline: every model request rebuilt from the log, every invariant checked."""
+    """Audit dsh session logs offline: every model request rebuilt from the log, every invariant checked.
+
+    Reads every dsh log generation (format v0 to v4); with no path, dsh's own session root."""
+    for stream in (sys.stdout, sys.stderr):   # any output encoding: what it cannot show is escaped, not fatal
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
 
 
 LOGS_ARGUMENT = click.argument("logs", nargs=-1, type=click.Path(path_type=Path))
@@ -107,10 +120,15 @@ def verify(logs: tuple[Path, ...], session: str | None, fmt: str, strict: bool, 
 
     Every dsh log generation (format v0 to v4) is read; in a directory, each log's newest generation. With no
     LOG, the sessions in dsh's session root."""
+    from .progress_bar import byte_progress
+
     try:
-        reports = list(verify_paths(chosen_paths(logs, session), message_prefix=message_prefix, jobs=jobs or None,
-                                    keep_requests=fmt == "json",   # the table shows counts only
-                                    all_generations=all_generations))
+        paths = chosen_paths(logs, session)
+        single = jobs == 1 or (len(paths) == 1 and paths[0].is_file())   # read in this process: a bar by bytes
+        with byte_progress(paths, "verify") if single else nullcontext():
+            reports = list(verify_paths(paths, message_prefix=message_prefix, jobs=jobs or None,
+                                        keep_requests=fmt == "json",   # the table shows counts only
+                                        all_generations=all_generations))
     except DshAuditError as error:
         fail(error)
         return

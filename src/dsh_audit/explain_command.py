@@ -75,7 +75,5 @@ def explain(log: Path | None, request: str | None, session: str | None, fmt: str
     if fmt == "json":
         click.echo(printable(json.dumps({"log": source.label, **asdict(explanation)}, indent=2, ensure_ascii=False)))
     else:
-        text = "\n".join(render(explanation, source.label, terminal().width))
-        encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
-        click.echo(printable(text).encode(encoding, "backslashreplace").decode(encoding))
+        click.echo(printable("\n".join(render(explanation, source.label, terminal().width))))
     sys.exit(1 if explanation.verdict == "unexplained" else 0)

@@ -16,7 +16,12 @@ from .junit import case_for_log, write_junit
 DIRECTORY = click.Path(path_type=Path, exists=True, file_okay=False)
 
 
-@click.group()
+@click.group(epilog="""\b
+Examples:
+  audit golden update logs/                       pin the digests of every request below logs/
+  audit golden update --full logs/                pin the request bodies too (per-path diffs on change)
+  audit golden check --junit out.xml logs/        a CI gate: a changed, added or removed request fails
+Exit codes: 0 same, 1 a request changed, 2 unreadable input, no golden file or bad usage.""")
 def golden() -> None:
     """Golden-log CI mode: pin every log's rebuilt request digests in DIR/dsh-audit.golden.json."""
 

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -14,7 +12,7 @@ import polars as pl
 
 from .cli import ALL_GENERATIONS_OPTION, LOGS_ARGUMENT, SESSION_OPTION, chosen_paths, fail, printable
 from .errors import DshAuditError
-from .readers import discover
+from .progress_bar import byte_progress
 from .reports import cache_view, header_view
 from .reports.cache_report import ROW_KINDS, SCHEMA_VERSION, UNEXPLAINED, CacheOptions, build_cache_report
 from .reports.header_diff import SCHEMA_VERSION as HEADER_SCHEMA_VERSION
@@ -33,11 +31,9 @@ WIDE_OPTION = click.option("--wide", is_flag=True, help="The table with every co
 
 
 def _emit(text_of: Callable[[], str]) -> Callable[[], str]:
-    """The human view with characters the output encoding cannot show escaped, never an encoding error."""
-    def text() -> str:
-        encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
-        return printable(text_of()).encode(encoding, "backslashreplace").decode(encoding)
-    return text
+    """The human view, lone surrogates (legal in a log) escaped; `audit` escapes what the output encoding
+    cannot show."""
+    return lambda: printable(text_of())
 
 
 @click.command("header-diff", epilog="""\b
@@ -59,25 +55,13 @@ def header_diff(logs: tuple[Path, ...], session: str | None, fmt: str | None, ou
     system/message head, and its changes are shown too."""
     try:
         chosen = output_format(fmt, out)
-        frame = build_header_diff(chosen_paths(logs, session), all_generations=all_generations)
+        paths = chosen_paths(logs, session)
+        with byte_progress(paths, "header-diff"):
+            frame = build_header_diff(paths, all_generations=all_generations)
         write_frame(frame, chosen, out, schema="dsh-audit/header-diff", version=HEADER_SCHEMA_VERSION,
                     table=_emit(lambda: header_view.render(frame, terminal(), wide=wide)))
     except DshAuditError as error:
         fail(error)
-
-
-@contextmanager
-def _progress(total: int) -> Iterator[Callable[[Path], None] | None]:
-    """A progress bar on an interactive terminal; nothing in CI or when stderr is redirected."""
-    if total < 2 or not sys.stderr.isatty() or os.environ.get("CI"):
-        yield None
-        return
-    from rich.console import Console
-    from rich.progress import Progress
-
-    with Progress(console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("cache-report", total=total)
-        yield lambda _file: bar.advance(task)
 
 
 def _prices(prices_file: Path | None, flat: tuple[float | None, float | None, float | None]) -> Prices | None:
@@ -152,8 +136,8 @@ def cache_report(logs: tuple[Path, ...], session: str | None, fmt: str | None, o
             wire=wire, system=system_file.read_text(encoding="utf-8") if system_file else None, tools=tools,
             sidecars=sidecars, predict=predict)
         paths = chosen_paths(logs, session)
-        with _progress(len(discover(paths, all_generations=all_generations))) as advance:
-            report = build_cache_report(paths, options, on_log=advance, all_generations=all_generations)
+        with byte_progress(paths, "cache-report"):
+            report = build_cache_report(paths, options, all_generations=all_generations)
         write_frame(report.rows(rows), chosen, out, schema=f"dsh-audit/cache-report/{rows}", version=SCHEMA_VERSION,
                     table=_emit(lambda: cache_view.render(report, terminal(), wide=wide)))
     except DshAuditError as error:

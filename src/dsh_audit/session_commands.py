@@ -106,7 +106,12 @@ def session_json(info: SessionInfo) -> dict[str, Any]:
             "error": info.error}
 
 
-@click.command()
+@click.command(epilog="""\b
+Examples:
+  audit sessions                       the sessions under $DSH_HOME/sessions (else ~/.dsh/sessions)
+  audit sessions --limit 5 --format json
+  audit verify --session 3f2a          then read one of them by the start of its id
+Exit codes: 0 listed (an unreadable log is a row with its error), 2 the root cannot be read.""")
 @click.option("--root", type=click.Path(path_type=Path), default=None,
               help=f"Session root to list (default: ${HOME_ENV}/sessions, else ~/.dsh/sessions, as dsh keeps them).")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)

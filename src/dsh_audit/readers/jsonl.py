@@ -25,6 +25,7 @@ from dsh_audit.errors import LogReadError
 from dsh_audit.generations import generations, parse_log_name
 from dsh_audit.readers.codecs import codec_for
 from dsh_audit.readers.jsonvalue import JsonProblem, is_number, js_number, parse_json, safe_int
+from dsh_audit.readers.progress import reported
 from dsh_audit.records import JSON, LogRecord, LogSource, TornTail
 
 # (physical line number from 1, line bytes without the newline, whether a newline ended it)
@@ -169,6 +170,7 @@ def name_version(path: Path) -> int | None:
 
 def open_jsonl(path: Path) -> LogSource:
     handle = path.open("rb")
-    source = open_lines(str(path), raw_lines(handle), lambda: None, handle.close, name_version=name_version(path))
+    source = open_lines(str(path), reported(raw_lines(handle), handle, str(path)), lambda: None, handle.close,
+                        name_version=name_version(path))
     source.reopen = lambda: open_jsonl(path)
     return source

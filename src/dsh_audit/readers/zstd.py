@@ -21,6 +21,7 @@ import zstandard
 
 from dsh_audit.errors import LogReadError
 from dsh_audit.readers.jsonl import Line, name_version, open_lines
+from dsh_audit.readers.progress import reported
 from dsh_audit.records import LogSource
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"  # 0xFD2FB528 little-endian
@@ -111,7 +112,7 @@ class ZstdLines:
 def open_zstd(path: Path) -> LogSource:
     handle = path.open("rb")
     lines = ZstdLines(handle, str(path))
-    source = open_lines(str(path), iter(lines), lambda: lines.incomplete_frame, handle.close,
-                        name_version=name_version(path))
+    source = open_lines(str(path), reported(iter(lines), handle, str(path)), lambda: lines.incomplete_frame,
+                        handle.close, name_version=name_version(path))
     source.reopen = lambda: open_zstd(path)
     return source
