@@ -196,3 +196,37 @@ def test_no_progress_bar_in_ci_or_a_pipe(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setenv("CI", "true")
     with byte_progress([collapsing_log(tmp_path)], "verify"):
         assert progress._hook is None
+
+
+@pytest.mark.parametrize(("name", "columns", "command"), [
+    ("cache-report-plan-review-80", 80, ["cache-report", "apps/web/tests/snapshots/plan-review/session.jsonl"]),
+    ("cache-report-advanced-60", 60,
+     ["cache-report", "--no-predict", "scripts/snapshots/python-sdk-single-exe/advanced"]),
+    ("header-diff-advanced-100", 100, ["header-diff", "scripts/snapshots/python-sdk-single-exe/advanced"]),
+])
+def test_default_views_of_corpus_logs(name: str, columns: int, command: list[str],
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Snapshots of what a person sees; regenerate one with the command in its name, run from the corpus root."""
+    require_corpus()
+    monkeypatch.chdir(LOGS_ROOT)
+    code, out, _ = run(*command, columns=columns)
+    assert code == 0 and out == (SNAPSHOTS / f"{name}.txt").read_text(encoding="utf-8"), out
+
+
+@pytest.mark.parametrize("command", [
+    ["verify", "MISSING"], ["rebuild", "MISSING"], ["cache-report", "MISSING"], ["header-diff", "MISSING"],
+    ["explain", "MISSING", "1.1"], ["sessions", "--root", "MISSING"], ["verify", "--session", "zzz", "LOGS"],
+    ["explain", "LOG", "one.two"], ["cache-report", "--prices", "LOG", "LOG"], ["cache-report", "--rows", "x", "LOG"],
+    ["cache-report", "--out", "MISSING/x.json", "LOG"], ["rebuild", "--step", "7.7", "LOG"],
+])
+def test_bad_input_to_every_command_is_one_line_and_exit_2(command: list[str], tmp_path: Path) -> None:
+    log = str(collapsing_log(tmp_path))
+    args = [{"MISSING": str(tmp_path / "missing"), "LOG": log, "LOGS": str(tmp_path)}.get(arg, arg)
+            if arg in ("MISSING", "LOG", "LOGS") else arg.replace("MISSING", str(tmp_path / "missing"))
+            for arg in command]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, (command, result.output)
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "Traceback" not in result.output
+    errors = [line for line in result.stderr.splitlines() if line.strip()]
+    assert errors and (len(errors) == 1 or errors[0].startswith("Usage:")), result.stderr
