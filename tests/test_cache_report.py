@@ -11,8 +11,13 @@ import pytest
 from click.testing import CliRunner
 
 from dsh_audit.cli import main
-from dsh_audit.reports.cache_report import CacheOptions, agreement, build_cache_report, log_rows
+from dsh_audit.deepseek_wire import ASSISTANT, DEFAULT_IMAGE_MODELS
+from dsh_audit.fold import RebuiltRequest
+from dsh_audit.readers import discover, open_logs
+from dsh_audit.reports.cache_report import CacheOptions, agreement, build_cache_report, calls, log_rows, measure_block
+from dsh_audit.reports.prediction import Predictor, RealHeader, answer_segment, linear_prompt, reference_prompt
 from dsh_audit.reports.prices import Prices, default_table, flat_table
+from dsh_audit.tokens import common_prefix_length, token_ids
 from logbuilder import LogBuilder
 
 LOGS = Path(__file__).resolve().parents[2] / "shared" / "dsh-logs"
@@ -41,6 +46,10 @@ def rows(log: LogBuilder, **options: Any) -> list[dict[str, Any]]:
     return log_rows(log.source(), CacheOptions(**options))
 
 
+def calls_of(log: LogBuilder) -> list[tuple[RebuiltRequest | None, Any]]:
+    return [call if isinstance(call, tuple) else (None, None) for call in calls(log.source())]
+
+
 def collapses(found: list[dict[str, Any]]) -> list[tuple[int, str | None]]:
     return [(row["turn"], row["cause"]) for row in found if row["collapse"]]
 
@@ -64,8 +73,9 @@ def test_mid_session_tool_change_is_the_named_cause() -> None:
     found = rows(log)
     assert collapses(found) == [(3, "header-change")]
     assert "tools" in found[-1]["causeDetail"]
-    # the prediction sees the break too: the new tool list sits in the system area, before every message
-    assert found[-1]["predictedCacheTokens"] < found[1]["predictedCacheTokens"]
+    # the break is tokenized: the new tool list sits in the system area, so only part of the head is shared
+    assert found[1]["expectedBasis"] == "previous-usage" and found[-1]["expectedBasis"] == "tokenized"
+    assert 0 < found[-1]["expectedPrefixTokens"] < found[1]["expectedPrefixTokens"]
 
 
 def test_compaction_replace_is_the_named_cause() -> None:
@@ -105,24 +115,59 @@ def test_threshold_is_configurable() -> None:
     assert collapses(rows(log, collapse_ratio=0.9)) == [(3, "unexplained")]
 
 
-def test_prediction_counts_previous_answer_and_rounds_to_blocks() -> None:
+def test_expected_read_comes_from_the_previous_logged_usage() -> None:
     found = rows(steady_log(), block=64)
-    second = found[1]
-    assert second["predictedPrefixTokens"] > found[0]["promptTokens"]   # the answer is cached too
-    assert second["predictedCacheTokens"] % 64 == 0
-    assert second["predictedPrefixTokens"] - second["predictedCacheTokens"] < 64
-    assert not second["approximate"]                 # real system prompt and tools: an exact linearization
-    logged = 300 + 0 + 10                            # the provider's own count of turn 1 prompt + answer
-    assert second["loggedBasisCacheTokens"] == logged - logged % 64
+    first, second = found
+    assert (first["expectedBasis"], first["expectedCacheReadTokens"], first["withinBlock"]) == (None, None, None)
+    # a new turn: the template drops the earlier answer's reasoning, so the shared prefix is the previous prompt
+    assert (second["expectedBasis"], second["expectedPrefixTokens"]) == ("previous-usage", 300 + 0)
+    assert second["expectedCacheReadTokens"] == 256 and not second["approximate"]
+    assert second["withinBlock"] is False        # 512 read where at most 256 (+ one block) was there to read
 
+
+def test_within_a_turn_the_previous_answer_is_cached_too() -> None:
+    log = LogBuilder()
+    log.add("turn/start", {"turn": 1})
+    log.add("step/start", {"turn": 1, "step": 1})
+    log.user("look " * 50)
+    log.header_event("initial", tools=[TOOL_A])
+    log.response(1, 1, "reading", usage=usage(700, 0, output=90), tool_calls=[("c1", "read")])
+    log.tool_result(1, 1, "c1", "contents " * 40)
+    log.add("step/end", {"turn": 1, "step": 1})
+    log.add("step/start", {"turn": 1, "step": 2})
+    log.response(1, 2, "done", usage=usage(60, 768))
+    second = rows(log, block=128)[1]
+    assert (second["expectedBasis"], second["expectedPrefixTokens"]) == ("previous-usage", 700 + 90)
+    assert (second["expectedCacheReadTokens"], second["withinBlock"]) == (768, True)
+
+
+def test_block_is_measured_from_the_logged_reads(tmp_path: Path) -> None:
+    assert measure_block([0, 256, 384, 1280]) == (128, "measured: every one of 3 non-zero cache reads is a "
+                                                       "multiple of 128")
+    assert measure_block([4096, 8192, 12288, 65536])[0] == 1024          # capped
+    assert measure_block([256, 0, 0])[0] == 64 and measure_block([256])[1].startswith("default")
+    report = build_cache_report([write_jsonl(steady_log(), tmp_path / "session.jsonl")])
+    assert (report.block, report.totals["cacheBlock"][0]) == (64, 64)    # one non-zero read: DeepSeek's unit
+
+
+def test_segment_wise_prompt_and_prefix_equal_the_whole_text() -> None:
+    log = steady_log()
+    turn(log, 3, "more", 0, reason="change", tools=[TOOL_A, TOOL_B])
+    requests = [request for request, _ in calls_of(log) if request is not None]
+    for request in requests:
+        assert linear_prompt(request, RealHeader()) == reference_prompt(request, RealHeader())
 
 def test_placeholders_are_flagged_not_guessed() -> None:
     log = LogBuilder()
     turn(log, 1, "hi", 0, reason="initial", system="{{system}}", tools="{{tools}}")
-    (row,) = rows(log)
-    assert row["approximate"] and "{{system}}" in row["note"] and "tools scrubbed" in row["note"]
-    (real,) = log_rows(log.source(), CacheOptions(system="You are helpful.", tools=[TOOL_A]))
-    assert not real["approximate"] and real["promptTokens"] > row["promptTokens"]
+    (first,) = rows(log)
+    assert not first["approximate"]             # nothing is counted for a first request
+    turn(log, 2, "and now", 0, reason="change", system="{{system}}", tools="{{tools}}", temperature=0.1)
+    scrubbed = rows(log)[1]                      # a header change: counted, on what the log holds
+    assert scrubbed["expectedBasis"] == "tokenized" and scrubbed["approximate"]
+    assert "{{system}}" in scrubbed["note"] and "tools scrubbed" in scrubbed["note"]
+    real = log_rows(log.source(), CacheOptions(system="You are helpful.", tools=[TOOL_A]))[1]
+    assert not real["approximate"] and real["expectedPrefixTokens"] > scrubbed["expectedPrefixTokens"]
 
 
 def test_cost_uses_published_prices_or_configured_ones() -> None:
@@ -190,13 +235,43 @@ def test_every_collapse_in_the_corpus_is_attributed_and_inherited_usage_is_not_t
 
 
 @needs_logs
-def test_agreement_is_measured_at_both_block_sizes() -> None:
-    for block in (64, 128):
-        report = build_cache_report([LOGS], CacheOptions(block=block))
-        agreeing, compared = agreement(report, basis="logged")
-        assert compared > 0 and 0 <= agreeing <= compared
-        tokenizer_agreeing, tokenizer_compared = agreement(report)
-        assert tokenizer_compared >= compared and 0 <= tokenizer_agreeing <= tokenizer_compared
+def test_on_the_corpus_segment_wise_counting_equals_counting_the_whole_texts() -> None:
+    """Every corpus request: its segment-wise prompt is the one-shot linearization of its wire body, and the
+    tokens it shares with its predecessor's prompt and answer are the common prefix of the two whole texts."""
+    compared = 0
+    for path in discover([LOGS]):
+        for source in open_logs(path):
+            predictor, previous = Predictor(RealHeader()), None
+            for request, answer in (call for call in calls(source) if isinstance(call, tuple)):
+                if request.parts is None or _image_capable(request):
+                    previous = None
+                    continue
+                now = linear_prompt(request, RealHeader())
+                assert now == reference_prompt(request, RealHeader()), f"{path} {request.turn}.{request.step}"
+                if previous is not None and previous[0].model == request.model:
+                    before, before_answer = previous
+                    context = linear_prompt(before, RealHeader()).removesuffix(ASSISTANT) + (
+                        ASSISTANT if before_answer is None else answer_segment(before_answer, before.model))
+                    shared = predictor.count_shared(before, before_answer, request).prefix_tokens
+                    assert shared == common_prefix_length(token_ids(context), token_ids(now)), str(path)
+                    compared += 1
+                previous = (request, answer)
+    assert compared > 100
+
+
+def _image_capable(request: RebuiltRequest) -> bool:
+    return request.model in DEFAULT_IMAGE_MODELS
+
+
+@needs_logs
+def test_on_the_corpus_the_expected_read_is_within_one_block_of_the_logged_one() -> None:
+    report = build_cache_report([LOGS])
+    assert (report.block, report.block_basis.startswith("measured")) == (128, True)
+    agreeing, compared = agreement(report)
+    assert compared >= 40 and agreeing >= 0.9 * compared
+    assert report.totals["unexplained"][0] == 0
+    at_64 = build_cache_report([LOGS], CacheOptions(block=64))
+    assert agreement(at_64)[0] < agreeing      # the measured block fits these logs better than DeepSeek's unit
 
 
 # -- CLI -----------------------------------------------------------------------------------------------------
@@ -211,7 +286,7 @@ def test_cli_formats_and_exit_codes(tmp_path: Path) -> None:
     assert failing.exit_code == 1
     assert "3.1#1" in failing.stderr and "audit explain" in failing.stderr
     parsed = json.loads(failing.stdout)
-    assert (parsed["schema"], parsed["version"], len(parsed["rows"])) == ("dsh-audit/cache-report/requests", 2, 3)
+    assert (parsed["schema"], parsed["version"], len(parsed["rows"])) == ("dsh-audit/cache-report/requests", 3, 3)
     out = tmp_path / "report.parquet"
     assert runner.invoke(main, ["cache-report", str(tmp_path), "--out", str(out)]).exit_code == 0
     assert pl.read_parquet(out).height == 3
@@ -237,4 +312,7 @@ def test_no_predict_keeps_logged_figures_collapses_and_causes() -> None:
     for full, lean in zip(predicted, logged_only, strict=True):
         assert (lean["cacheReadTokens"], lean["inputTokens"], lean["cause"]) == (
             full["cacheReadTokens"], full["inputTokens"], full["cause"])
-        assert lean["predictedCacheTokens"] is None and "no prediction" in lean["note"]
+    tool_change = steady_log()
+    turn(tool_change, 3, "more", 0, reason="change", tools=[TOOL_A, TOOL_B])
+    lean = rows(tool_change, predict=False)[-1]
+    assert lean["expectedBasis"] is None and "not tokenized" in lean["note"]

@@ -161,6 +161,22 @@ def _tools(request: Json) -> list[Json] | None:
             for tool in tools]
 
 
+def _refuse_image_model(model: Json, image_models: frozenset[str]) -> None:
+    if model in image_models:
+        raise DshAuditError(f"model {model!r} takes images: the DeepSeek image path "
+                            "(Files API / inline base64) is not mirrored")
+
+
+def wire_history_message(message: Json, model: Json, *,
+                         image_models: frozenset[str] = DEFAULT_IMAGE_MODELS) -> list[Json]:
+    """One history message as `to_wire_body` sends it, on its own: images projected for a text-only model, then
+    the wire message(s) it becomes (none, one, or a user text plus one tool message per result)."""
+    if _has_image(_content(message)):
+        _refuse_image_model(model, image_models)
+        message = project_images_for_text_model([message])[0]
+    return wire_messages([message])
+
+
 def to_wire_body(request: Json, *, default_effort: str | None = None, deployment_thinking: str | None = None,
                  purpose: str | None = None, image_models: frozenset[str] = DEFAULT_IMAGE_MODELS) -> WireBody:
     """The chat-completions body for one rebuilt request, keys in the reference's order.
@@ -174,9 +190,7 @@ def to_wire_body(request: Json, *, default_effort: str | None = None, deployment
         _effort(default_effort)
     messages: list[Json] = request["messages"]
     if any(_has_image(_content(message)) for message in messages):
-        if request.get("model") in image_models:
-            raise DshAuditError(f"model {request.get('model')!r} takes images: the DeepSeek image path "
-                                "(Files API / inline base64) is not mirrored")
+        _refuse_image_model(request.get("model"), image_models)
         messages = project_images_for_text_model(messages)
     wire: list[Json] = []
     if "system" in request:
@@ -247,26 +261,36 @@ def wire_prompt_segments(body: WireBody, *, history_reasoning: str = "keep",
     leading: list[str] = []
     while messages and messages[0].get("role") == "system":
         leading.append(str(messages.pop(0).get("content") or ""))
-    first = BOS + "\n\n".join(leading)
-    if body.get("tools"):
-        first += "\n\n## Tools\n" + "\n".join(_compact_json(tool.get("function")) for tool in body["tools"])
-    segments = [first]
+    segments = [head_segment(leading, body.get("tools"))]
     last_user = max((i for i, message in enumerate(messages) if message.get("role") == "user"), default=-1)
     for index, message in enumerate(messages):
-        role = message.get("role")
-        content = str(message.get("content") or "")
-        if role == "assistant":
-            keep = history_reasoning == "keep" or index > last_user
-            segments.append(_assistant_segment(message, keep))
-        elif role == "tool":
-            segments.append(OUTPUT_OPEN + content + OUTPUT_CLOSE)
-        elif role == "system":
-            segments.append(SYSTEM_OPEN + content + SYSTEM_CLOSE)
-        else:
-            segments.append(USER + content)
+        keep = history_reasoning == "keep" or index > last_user
+        segments.append(message_segment(message, keep_reasoning=keep))
     if generation_prompt:
         segments.append(ASSISTANT)
     return segments
+
+
+def head_segment(system_texts: list[str], tools: list[Json] | None) -> str:
+    """The first segment: the leading system message(s) and the tool list (templates put tools in the system
+    area, so a tool change invalidates everything after the system prompt)."""
+    head = BOS + "\n\n".join(system_texts)
+    if tools:
+        head += "\n\n## Tools\n" + "\n".join(_compact_json(tool.get("function")) for tool in tools)
+    return head
+
+
+def message_segment(message: Json, *, keep_reasoning: bool = True) -> str:
+    """One wire message after the leading system messages, as one segment."""
+    role = message.get("role")
+    content = str(message.get("content") or "")
+    if role == "assistant":
+        return _assistant_segment(message, keep_reasoning)
+    if role == "tool":
+        return OUTPUT_OPEN + content + OUTPUT_CLOSE
+    if role == "system":
+        return SYSTEM_OPEN + content + SYSTEM_CLOSE
+    return USER + content
 
 
 def wire_prompt_text(body: WireBody, *, history_reasoning: str = "keep",

@@ -39,6 +39,29 @@ class Cause:
     detail: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class RequestParts:
+    """A request body by reference: O(1) to keep, O(request) to serialize, so a consumer that needs few bodies
+    (cache-report at prefix breaks) builds only those. The surface appends to its message list in place and
+    swaps in a new list on a replace, so the first `count` messages of `surface` stay as they were dispatched."""
+
+    header: HeaderSnapshot
+    prefix: list[bytes]      # the header's prepended messages (v0 messagePrefix), serialized
+    surface: list[bytes]
+    count: int
+
+    def message(self, index: int) -> bytes:
+        prefixed = len(self.prefix)
+        return self.prefix[index] if index < prefixed else self.surface[index - prefixed]
+
+    def __len__(self) -> int:
+        return len(self.prefix) + self.count
+
+    def body(self) -> bytes:
+        messages = b",".join([*self.prefix, *self.surface[:self.count]])
+        return b"{" + self.header.config_bytes + b'"messages":[' + messages + b"]" + self.header.tail_bytes
+
+
 @dataclass(slots=True)
 class RebuiltRequest:
     turn: int
@@ -54,6 +77,7 @@ class RebuiltRequest:
     inherited: bool = False             # belongs to the parent lineage of a child log
     owner: str | None = None            # session that dispatched it: the parent's id for an inherited request
     body: bytes | None = None
+    parts: RequestParts | None = None   # kept when the fold is asked for them
     extends_previous: bool = True
     causes: list[Cause] = field(default_factory=list)
     placeholders: list[str] = field(default_factory=list)
@@ -73,7 +97,8 @@ class RequestFold:
     (None: not a seeded child, or the cut is unknown); the walker finds it by the generation's rule."""
 
     def __init__(self, header: dict[str, Any], *, generation: Generation, report: Report,
-                 message_prefix: str = "legacy", bodies: bool = False, seed_cut: int | None = None) -> None:
+                 message_prefix: str = "legacy", bodies: bool = False, parts: bool = False,
+                 seed_cut: int | None = None) -> None:
         self.session_id = str(header.get("id"))
         parent = header.get("parentSession")
         self.parent_id = parent if isinstance(parent, str) else None
@@ -83,6 +108,7 @@ class RequestFold:
         self.surface_types = vocabulary(generation.version).surface_types
         self.message_prefix_mode = message_prefix
         self.bodies = bodies
+        self.parts = parts
         self.finding = report
         self.surface = Surface(protect_head=generation.system_prompt == "surface")
         self.header: HeaderSnapshot | None = None
@@ -279,9 +305,10 @@ class RequestFold:
                 ["system"] if head is not None and is_placeholder(system_text(head)) else [])
             prefix = self._prefix_messages(header, request)
             request.sha256 = self._digest(header, prefix)
-            if self.bodies:
-                request.body = (b"{" + header.config_bytes + b'"messages":['
-                                + b",".join([*prefix, *self.surface.visible]) + b"]" + header.tail_bytes)
+            if self.bodies or self.parts:
+                parts = RequestParts(header, prefix, self.surface.visible, len(self.surface.visible))
+                request.parts = parts if self.parts else None
+                request.body = parts.body() if self.bodies else None
         self._attribute(request, header)
         self.current = request
         self.requests_emitted += 1

@@ -74,6 +74,15 @@ def _prices(prices_file: Path | None, flat: tuple[float | None, float | None, fl
     return None
 
 
+def _block_size(ctx: click.Context, param: click.Parameter, value: str) -> int | None:
+    """A positive number of tokens, or `auto` (None): measured from the logged reads."""
+    if value == "auto":
+        return None
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    raise click.BadParameter(f"{value!r} is neither auto nor a positive number of tokens", ctx, param)
+
+
 _table = default_table()
 _flash = _table.models[_table.fallback]
 
@@ -92,10 +101,11 @@ Exit codes: 0 done, 1 an unexplained collapse with --fail-on-unexplained, 2 unre
 @WIDE_OPTION
 @click.option("--rows", type=click.Choice(ROW_KINDS), default="requests", show_default=True,
               help="Which rows the machine formats hold: one per model call, per log, or the totals.")
-@click.option("--block", type=click.IntRange(min=1), default=64, show_default=True,
-              help="Cache-block granularity of the prediction, in tokens.")
+@click.option("--block", metavar="auto|TOKENS", default="auto", show_default=True, callback=_block_size,
+              help="Cache-block size in tokens, or auto: the largest power of two (up to 1024) dividing every "
+                   "non-zero logged cache read, or 64 (DeepSeek's unit) with fewer than 3 of them.")
 @click.option("--collapse-threshold", type=click.FloatRange(0, 1, min_open=True), default=0.5, show_default=True,
-              help="A collapse: cache reads below this share of the predecessor's reads or of the prediction.")
+              help="A collapse: cache reads below this share of the predecessor's reads or of the expected read.")
 @click.option("--prices", "prices_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="A price table (JSON, the shape of dsh_audit/reports/data/deepseek-prices.json) instead of "
                    "DeepSeek's, which is priced by each call's time: peak or off-peak. See docs/prices.md.")
@@ -111,17 +121,17 @@ Exit codes: 0 done, 1 an unexplained collapse with --fail-on-unexplained, 2 unre
               "tool-schemas*.expected.json beside each log (pinned snapshot scenarios).")
 @click.option("--wire", is_flag=True, help="Add the serialized DeepSeek request body as a wireBody column.")
 @click.option("--predict/--no-predict", default=True, show_default=True,
-              help="Predict each request's cacheable prefix with the DeepSeek tokenizer. It costs time in "
-              "proportion to the total size of all requests; --no-predict keeps the logged figures, the "
-              "collapses against the predecessor's reads and their causes, and is linear in the log.")
+              help="Count tokens where a request does not extend its predecessor (a header change, a "
+              "compaction) or the predecessor logged no usage. Elsewhere the expected read comes from the "
+              "logged usage. --no-predict leaves those requests without an expected read.")
 @click.option("--fail-on-unexplained", is_flag=True, help="Exit 1 when any collapse is unexplained.")
 @click.option("--message-prefix", type=click.Choice(["legacy", "drop"]), default="legacy", show_default=True)
 @ALL_GENERATIONS_OPTION
 def cache_report(logs: tuple[Path, ...], session: str | None, fmt: str | None, out: Path | None, wide: bool,
-                 rows: str, block: int, collapse_threshold: float, prices_file: Path | None, price_hit: float | None,
-                 price_miss: float | None, price_output: float | None, system_file: Path | None,
-                 tools_file: Path | None, sidecars: bool, wire: bool, predict: bool, fail_on_unexplained: bool,
-                 message_prefix: str, all_generations: bool) -> None:
+                 rows: str, block: int | None, collapse_threshold: float, prices_file: Path | None,
+                 price_hit: float | None, price_miss: float | None, price_output: float | None,
+                 system_file: Path | None, tools_file: Path | None, sidecars: bool, wire: bool, predict: bool,
+                 fail_on_unexplained: bool, message_prefix: str, all_generations: bool) -> None:
     """Per model call of each LOG: cache reads, hit ratio, the expected read, collapses and their logged
     causes, and what each call and each collapse cost; a summary per log and overall."""
     flat = _prices(prices_file, (price_hit, price_miss, price_output))

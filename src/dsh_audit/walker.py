@@ -78,14 +78,15 @@ class Walker:
     """Iterate to walk the log once; `events` counts the stored events seen so far."""
 
     def __init__(self, source: LogSource, *, message_prefix: str = "legacy", bodies: bool = False,
-                 on_finding: Callable[[Finding], None] | None = None, checks: Iterable[CheckType] = ()) -> None:
+                 parts: bool = False, on_finding: Callable[[Finding], None] | None = None,
+                 checks: Iterable[CheckType] = ()) -> None:
         self.source = source
         self.generation = source.generation
         self.sink = FindingSink(source.label, on_finding or raise_rejections)
         report = self.sink.report
         self.admission = Admission(self.generation, str(source.header.get("id")), report)
         self.fold = RequestFold(source.header, generation=self.generation, report=report,
-                                message_prefix=message_prefix, bodies=bodies,
+                                message_prefix=message_prefix, bodies=bodies, parts=parts,
                                 seed_cut=inherited_cut(source, self.sink))
         self.checks = [check(report, source) for check in checks]
         self.events = 0

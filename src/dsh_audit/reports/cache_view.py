@@ -93,7 +93,8 @@ def _closing(report: CacheReport, term: Terminal, wide: bool) -> list[str]:
             + (f" and {totals['compactionCalls']} compaction call(s)" if totals["compactionCalls"] else "")
             + f": hit {percent(totals['hitRatio'])}, cost {usd(totals['costUsd'])}; ")
     if not collapsed.height:
-        return [term.style(line, bold=True) for line in wrap(head + "no cache collapse", term.width, "")]
+        return [term.style(line, bold=True) for line in wrap(head + "no cache collapse", term.width, "")
+                ] + _block_line(report, totals, term)
     head += (f"{collapsed.height} collapse(s), {totals['unexplained']} unexplained, "
              f"{usd(totals['collapseCostUsd'])} lost")
     lines = [term.style(line, bold=True, fg="red" if totals["unexplained"] else None)
@@ -105,4 +106,11 @@ def _closing(report: CacheReport, term: Terminal, wide: bool) -> list[str]:
         lines += [term.style(line, fg="red") for line in wrap(
             f"unexplained: {call_name(row)} lost {usd(row['collapseCostUsd'])}; see {explain_command(row)}",
             term.width, "")]
-    return lines
+    return lines + _block_line(report, totals, term)
+
+
+def _block_line(report: CacheReport, totals: dict[str, Any], term: Terminal) -> list[str]:
+    """How the expected reads were rounded, and how often they matched what the provider read."""
+    agreement = (f"; {totals['predictionsWithinBlock']} of {totals['predictionsCompared']} expected reads within "
+                 "one block of the logged read") if totals["predictionsCompared"] else ""
+    return wrap(f"cache block {report.block} tokens ({report.block_basis}){agreement}", term.width, "")

@@ -1,33 +1,40 @@
-"""The cache-read prediction of cache-report: each request as the DeepSeek adapter would send it, linearized
-and tokenized, so that the common token prefix with the previous prompt and answer says what the provider could
-have read from its cache. Scrubbed parts of a header are replaced by supplied real content or left out and named,
-never guessed.
+"""Expected cache reads for cache-report, in time linear in the log.
+
+The provider caches every prompt and the answer it generated, in whole blocks. A request that extends its
+predecessor (same header, the surface only grew: the fold's `extends_previous`) can read what the provider itself
+counted for the predecessor: its prompt (inputTokens + cacheReadTokens) and, within one turn, its output too.
+Across turns it cannot: DeepSeek's template drops the reasoning of earlier turns, so the shared prefix ends with
+the previous prompt. A change of model starts a cold cache.
+
+Only where the prompt changed otherwise (a header change, a compaction, a fork) or the predecessor logged no
+usage are tokens counted. The prompt is linearized as the DeepSeek adapter would send it (deepseek_wire), one
+segment per surface message; each message is converted and tokenized at most once, the previous prompt and
+answer are compared with this one segment by segment, and only the first differing segment token by token.
+Scrubbed parts of a header are replaced by supplied real content or left out and named, never guessed.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..deepseek_wire import to_wire_body, wire_prompt_text
+from ..deepseek_wire import (
+    ASSISTANT,
+    head_segment,
+    message_segment,
+    to_wire_body,
+    wire_history_message,
+    wire_prompt_text,
+)
 from ..errors import DshAuditError
-from ..fold import RebuiltRequest
-from ..tokens import token_ids
+from ..fold import RebuiltRequest, RequestParts
+from ..header import HeaderSnapshot, is_placeholder
+from ..tokens import common_prefix_length, count_tokens, token_ids
 
-
-@dataclass(slots=True)
-class Prompt:
-    """The linear prompt of one request and of (request + its answer), as token ids."""
-
-    ids: list[int] | None = None
-    approximate: bool = True
-    with_answer: list[int] | None = None
-    sha256: str | None = None
-    body: str | None = None
-    notes: list[str] = field(default_factory=list)
+# How an expected read was found (the `expectedBasis` column).
+FROM_USAGE, TOKENIZED, MODEL_CHANGE = "previous-usage", "tokenized", "model-change"
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,61 +57,216 @@ def sidecar_header(log: Path) -> RealHeader:
     return RealHeader(system, tools if isinstance(tools, list) else None, "sidecar")
 
 
-def _wire_request(request: RebuiltRequest, real: RealHeader) -> tuple[dict[str, Any] | None, list[str], bool]:
-    """The rebuilt request as a dict; scrubbed parts are replaced by supplied real content, or dropped and
-    named in the notes (then the prediction is approximate) — never guessed."""
-    if request.body is None:
-        return None, ["no request/header in force: nothing to predict"], True
-    body: dict[str, Any] = json.loads(request.body)
-    notes, approximate = [], False
-    if "system" in request.placeholders:
+@dataclass(slots=True)
+class Expectation:
+    """What one request could read from the cache, before rounding down to whole blocks."""
+
+    prefix_tokens: int | None = None
+    basis: str | None = None        # FROM_USAGE | TOKENIZED | MODEL_CHANGE; None: first request, or unknowable
+    approximate: bool = False       # counted on a prompt whose scrubbed parts are left out
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class _Envelope:
+    """A header's part of the prompt: its system prompt and tools on the wire, and what is missing from them."""
+
+    system: list[str]
+    tools: list[Any] | None
+    surface_system: str | None      # real content for a "{{system}}" surface head (v3 on)
+    notes: tuple[str, ...]
+    approximate: bool
+
+
+def _with_real_header(body: dict[str, Any], real: RealHeader) -> tuple[list[str], bool]:
+    """Put supplied real content where the body's header part is scrubbed; (notes, approximate)."""
+    notes: list[str] = []
+    approximate = False
+    if "system" in body and is_placeholder(body["system"]):
         if real.system is not None:
-            messages = body["messages"]
-            if "system" in body or not messages or messages[0].get("role") != "system":
-                body["system"] = real.system
-            else:   # v3 on: the prompt is the system/message head, messages[0]
-                messages[0] = {**messages[0], "content": [{"type": "text", "text": real.system}]}
+            body["system"] = real.system
             notes.append(f"system prompt from {real.origin} (log has {{{{system}}}})")
         else:
             notes.append("system prompt scrubbed ({{system}}): token counts exclude the real prompt")
             approximate = True
-    if "tools" in request.placeholders or ("tools" in body and not _tool_objects(body["tools"])):
+    tools = body.get("tools")
+    if tools is not None and not (isinstance(tools, list) and all(isinstance(tool, dict) for tool in tools)):
         if real.tools is not None:
             body["tools"] = real.tools
             notes.append(f"tools from {real.origin} (log has them scrubbed)")
         else:
-            body.pop("tools", None)
+            body.pop("tools")
             notes.append("tools scrubbed: their tokens are not counted")
             approximate = True
-    if request.prefix == "scrubbed":
-        notes.append("messagePrefix scrubbed: its messages are not counted")
-        approximate = True
-    return body, notes, approximate
+    return notes, approximate
 
 
-def _tool_objects(tools: Any) -> bool:
-    return isinstance(tools, list) and all(isinstance(tool, dict) for tool in tools)
+def _envelope(header: HeaderSnapshot, real: RealHeader) -> _Envelope:
+    body: dict[str, Any] = json.loads(b"{" + header.config_bytes + b'"messages":[]' + header.tail_bytes)
+    notes, approximate = _with_real_header(body, real)
+    wire = to_wire_body(body)
+    system = [str(wire["messages"][0]["content"])] if "system" in body else []
+    return _Envelope(system, wire.get("tools"), real.system, tuple(notes), approximate)
 
 
-def prompt_of(request: RebuiltRequest, answer: Any | None, real: RealHeader) -> Prompt:
-    body, notes, approximate = _wire_request(request, real)
-    result = Prompt(notes=notes, approximate=approximate)
-    if body is None:
-        return result
+def _real_body(request: RebuiltRequest, real: RealHeader) -> dict[str, Any]:
+    """The rebuilt request with supplied real content where its header (or v3 system head) is scrubbed."""
+    if request.parts is None:
+        raise DshAuditError("no request/header in force: no request body")
+    body: dict[str, Any] = json.loads(request.parts.body())
+    _with_real_header(body, real)
+    messages = body["messages"]
+    if real.system is not None and messages and messages[0].get("role") == "system":
+        head = messages[0]
+        if any(is_placeholder(block.get("text")) for block in head.get("content") or [] if isinstance(block, dict)):
+            messages[0] = {**head, "content": [{"type": "text", "text": real.system}]}
+    return body
+
+
+def wire_body(request: RebuiltRequest, real: RealHeader) -> str | None:
+    """The DeepSeek request body of one request as compact JSON, with supplied real content where the header
+    is scrubbed; None without a header or when the adapter would refuse the request."""
     try:
-        wire = to_wire_body(body)
-        result.ids = token_ids(wire_prompt_text(wire))
-        if answer is not None:
-            answered = to_wire_body({**body, "messages": [*body["messages"], answer]})
-            result.with_answer = token_ids(wire_prompt_text(answered, generation_prompt=False))
-    except DshAuditError as error:
-        result.notes.append(f"no DeepSeek wire body: {error.message}")
-        result.ids = result.with_answer = None
-        result.approximate = True
-        return result
-    text = json.dumps(wire, ensure_ascii=False, separators=(",", ":"))
-    result.sha256 = hashlib.sha256(text.encode()).hexdigest()
-    result.body = text
-    return result
+        return json.dumps(to_wire_body(_real_body(request, real)), ensure_ascii=False, separators=(",", ":"))
+    except DshAuditError:
+        return None
 
 
+class Predictor:
+    """The expected cache read of each request of one log, fed in log order."""
+
+    def __init__(self, real: RealHeader, *, tokenize: bool = True) -> None:
+        self.real, self.tokenize = real, tokenize
+        self.previous: RebuiltRequest | None = None
+        self.previous_answer: Any = None
+        self._segments: dict[bytes, tuple[str, int]] = {}   # message -> (its segment, its token count)
+        self._surface: list[bytes] | None = None                   # the surface list the memo was pruned to
+        self._envelope: tuple[HeaderSnapshot, _Envelope] | None = None
+        self._full: tuple[RebuiltRequest, int] | None = None       # a request and its prompt's token count
+
+    def expect(self, request: RebuiltRequest, answer: Any | None) -> Expectation:
+        previous, previous_answer = self.previous, self.previous_answer
+        self.previous, self.previous_answer = request, answer
+        if previous is None:   # what the provider held before the log began is not logged
+            return Expectation()
+        if (request.provider, request.model) != (previous.provider, previous.model):
+            return Expectation(0, MODEL_CHANGE)
+        usage = previous.usage or {}
+        fresh, reads, output = (_count(usage.get(key)) for key in ("inputTokens", "cacheReadTokens", "outputTokens"))
+        if request.extends_previous and fresh is not None and reads is not None:
+            same_turn = previous_answer is not None and request.turn == previous.turn
+            return Expectation(fresh + reads + (output or 0 if same_turn else 0), FROM_USAGE)
+        if not self.tokenize:
+            return Expectation(notes=["not tokenized (--no-predict)"])
+        try:
+            return self.count_shared(previous, previous_answer, request)
+        except DshAuditError as error:
+            return Expectation(approximate=True, notes=[f"no DeepSeek wire body: {error.message}"])
+        finally:
+            self._prune(request.parts)
+
+    # -- tokenized: the previous prompt and answer against this prompt, segment by segment ---------------------
+    def count_shared(self, previous: RebuiltRequest, answer: Any | None, request: RebuiltRequest) -> Expectation:
+        """The tokens `request` shares with the previous prompt and its answer, counted segment by segment."""
+        before, now = previous.parts, request.parts
+        if before is None or now is None:
+            return Expectation(notes=["no request/header in force: nothing to tokenize"])
+        envelope = self._envelope_of(now.header)
+        notes, approximate = list(envelope.notes), envelope.approximate
+        if request.prefix == "scrubbed":
+            notes.append("messagePrefix scrubbed: its messages are not counted")
+            approximate = True
+        before_head, i, _ = self._head(before, previous.model)
+        now_head, j, scrubbed_head = self._head(now, request.model)
+        if scrubbed_head:
+            notes.append("system prompt scrubbed ({{system}}): token counts exclude the real prompt")
+            approximate = True
+        self._full, full = None, self._full
+        if before_head != now_head:
+            shared = common_prefix_length(token_ids(before_head), token_ids(now_head))
+            return Expectation(shared, TOKENIZED, approximate, notes)
+        total = count_tokens(now_head)
+        if request.extends_previous and full is not None and full[0] is previous:
+            total, i, j = full[1], len(before), len(before)   # the messages both share, counted before
+        while i < len(before) and j < len(now):
+            a, b = before.message(i), now.message(j)
+            segment, count = self._segment(b, request.model)
+            if a is not b and a != b and self._segment(a, previous.model)[0] != segment:
+                break
+            total += count
+            i, j = i + 1, j + 1
+        if i < len(before):
+            ending = self._segment(before.message(i), previous.model)[0]
+        else:   # the previous prompt is all shared: the cache holds the answer after it
+            ending = ASSISTANT if answer is None else answer_segment(answer, previous.model)
+        following = self._segment(now.message(j), request.model)[0] if j < len(now) else ASSISTANT
+        expected = total + common_prefix_length(token_ids(ending), token_ids(following))
+        if i == len(before):   # count the rest of this prompt too: the next request may extend it
+            self._full = (request, total + sum(self._segment(now.message(k), request.model)[1]
+                                               for k in range(j, len(now))))
+        return Expectation(expected, TOKENIZED, approximate, notes)
+
+    def _envelope_of(self, header: HeaderSnapshot) -> _Envelope:
+        if self._envelope is None or self._envelope[0] is not header:
+            self._envelope = (header, _envelope(header, self.real))
+        return self._envelope[1]
+
+    def _head(self, parts: RequestParts, model: Any) -> tuple[str, int, bool]:
+        """The head segment (header system prompt, leading system messages, tools), how many messages it
+        absorbed (the template puts every leading system message in the system area), and whether it holds a
+        scrubbed system prompt with no real one supplied."""
+        envelope = self._envelope_of(parts.header)
+        system, scrubbed = list(envelope.system), False
+        index = 0
+        while index < len(parts):
+            wire = wire_history_message(json.loads(parts.message(index)), model)
+            if any(message.get("role") != "system" for message in wire):
+                break
+            for message in wire:
+                content = str(message.get("content") or "")
+                if is_placeholder(content):
+                    scrubbed = envelope.surface_system is None
+                    content = envelope.surface_system or content
+                system.append(content)
+            index += 1
+        return head_segment(system, envelope.tools), index, scrubbed
+
+    def _segment(self, message: bytes, model: Any) -> tuple[str, int]:
+        """A message's segment and its token count, converted and counted once per message."""
+        known = self._segments.get(message)
+        if known is None:
+            text = "".join(message_segment(wire) for wire in wire_history_message(json.loads(message), model))
+            known = self._segments[message] = (text, count_tokens(text))
+        return known
+
+    def _prune(self, parts: RequestParts | None) -> None:
+        """Keep only the current surface's messages in the memo once the surface is replaced (a compaction)."""
+        if parts is None or parts.surface is self._surface:
+            return
+        self._surface = parts.surface
+        keep = set(parts.surface) | set(parts.prefix)
+        self._segments = {message: known for message, known in self._segments.items() if message in keep}
+
+
+def answer_segment(answer: Any, model: Any) -> str:
+    """The answer as the provider cached it after its prompt (and as the next prompt sends it back)."""
+    return "".join(message_segment(wire) for wire in wire_history_message(answer, model))
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def linear_prompt(request: RebuiltRequest, real: RealHeader) -> str:
+    """The whole linear prompt of one request, from the same segments the predictor compares."""
+    if request.parts is None:
+        raise DshAuditError("no request/header in force: no prompt")
+    predictor = Predictor(real)
+    head, index, _ = predictor._head(request.parts, request.model)
+    return head + "".join(predictor._segment(request.parts.message(k), request.model)[0]
+                          for k in range(index, len(request.parts))) + ASSISTANT
+
+
+def reference_prompt(request: RebuiltRequest, real: RealHeader) -> str:
+    """The one-shot linearization of the request's whole wire body, for tests of the segment-wise one."""
+    return wire_prompt_text(to_wire_body(_real_body(request, real)))
