@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 DEMO_DIR ?= sample_logs/compaction-recovery
 SHARED_LOGS ?= ../shared/dsh-logs
 
-.PHONY: install demo test lint typecheck reference bench clean
+.PHONY: install demo test lint typecheck reference browser bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,7 +34,11 @@ lint: install
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
 
-test: install reference lint
+# Debian's headless Chromium and its chromedriver, for the HTML report's browser tests (tests/test_html_report.py).
+browser:
+	command -v chromium && command -v chromedriver || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium chromium-driver)
+
+test: install reference browser lint
 	DSH_LOGS=$(abspath $(SHARED_LOGS)) $(BIN)/pytest -n 2 -q
 
 bench: install reference

@@ -7,7 +7,8 @@ surface fills; see README.md), and the format-v3 twin of each (`--generation 3`:
 size runs (a) the orjson parse floor, (b) `audit verify` on the v0 log and on its v3 twin (alternating, best of 3),
 `audit rebuild --format digest` and `audit cache-report`, (c) the naive fresh-fold-per-request baseline,
 (d) the npm reference (reference_bench.mjs: parse, incremental, fresh), plus `audit verify -j1/-j2` on a
-directory of 1,000 small logs. Wall time and peak RSS come from os.wait4 on each child. Writes
+directory of 1,000 small logs, and `audit report` (HTML) on the largest size up to 100 MB opened in headless
+Chromium (html_report.py). Wall time and peak RSS come from os.wait4 on each child. Writes
 benchmarks/RESULTS.md. --quick: 10 MB only, short time boxes, 200 small logs.
 """
 
@@ -373,6 +374,12 @@ def main(argv: list[str] | None = None) -> int:
               measure("verify -j 2 (small logs)", [AUDIT, "verify", "-j", "2", rel_small])) for _ in range(3)]
     par = (min((one for one, _ in tries), key=lambda r: r.seconds),
            min((two for _, two in tries), key=lambda r: r.seconds))
+    html_size = max((size for size in results if size <= 100), default=None)
+    html = None
+    if html_size is not None:   # the HTML report in headless Chromium (make browser installs it)
+        print("== html report", flush=True)
+        html = measure("html report + browser check", [PY, str(HERE / "html_report.py"), "--size", str(html_size),
+                                                       "--json"])
     total = time.perf_counter() - started
     md = ["# Benchmark results", "",
           f"Written by `python benchmarks/run.py --sizes {opts.sizes}{' --quick' if opts.quick else ''}` in "
@@ -384,6 +391,10 @@ def main(argv: list[str] | None = None) -> int:
     md += ["## Per size", ""]
     for result in results.values():
         md += fmt_table(result) + cache_report_extrapolation(result, results)
+    if html is not None:
+        from html_report import results_lines
+        md += results_lines(node_json(html)) if node_json(html) else ["## HTML report in a browser", "",
+                                                                       f"- **FAIL**: {html.stdout[-300:]}", ""]
     md += ["## Notes", "",
            "- (a) floor: `parse_floor.py`, the faster of an orjson line loop and a 4 MiB block-split loop.",
            "- required work: `required_work.py`, the floor's line loop plus only the built-in calls (type passes, "
@@ -406,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
             listed.append(result["gencheck"])  # type: ignore[arg-type]
         listed += [result["required"], *result["runs"]]  # type: ignore[list-item, misc]
         md += [f"    {shlex.join(r.cmd)}" for r in listed]
-    md += [f"    {shlex.join(r.cmd)}" for r in par] + [""]
+    md += [f"    {shlex.join(r.cmd)}" for r in par] + ([f"    {shlex.join(html.cmd)}"] if html else []) + [""]
     opts.out.write_text("\n".join(md))
     print(f"wrote {opts.out} in {total:.0f}s")
     return 0

@@ -54,6 +54,7 @@ class _LazyGroup(click.Group):
     lazy: ClassVar[dict[str, str]] = {"cache-report": "report_commands:cache_report",
                                       "explain": "explain_command:explain",
                                       "header-diff": "report_commands:header_diff",
+                                      "report": "html_commands:report",
                                       "golden": "golden_commands:golden",
                                       "sessions": "session_commands:sessions"}
 

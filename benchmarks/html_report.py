@@ -1,0 +1,99 @@
+"""`audit report` on a large log, checked in headless Chromium: the 100 MB browser check of the HTML report.
+
+    python benchmarks/html_report.py [--size 100] [--log PATH] [--json]
+
+Writes benchmarks/data/html/<log>.html with `audit report` (wall time and peak RSS of that child), opens it from
+file:// in headless Chromium (tests/browser.py: Debian's chromium + chromedriver via selenium; `make browser`
+installs them) and asserts what tests/test_html_report.py asserts on its small and 10 MB logs: one bar per
+request (cache read and miss each), one marker per collapse, the compaction and header-change marks, no console
+error, no request but the file itself. Saves a PNG screenshot beside the HTML. With --json the last line is one
+JSON object, which run.py turns into the RESULTS.md lines (`results_lines`). Exit 1 when an assertion fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT / "tests"))   # the browser driver the tests use
+
+from run import AUDIT, DATA, ensure_log, measure  # noqa: E402
+
+
+def check(log: Path) -> dict[str, Any]:
+    import polars as pl
+
+    from browser import open_report
+    from dsh_audit.reports.cache_report import CacheOptions, build_cache_report
+
+    out_dir = DATA / "html"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    report = out_dir / f"{log.name.split('.')[0]}.html"
+    written = measure(f"audit report {log.name}", [AUDIT, "report", str(log), "-o", str(report)])
+    result: dict[str, Any] = {"log": str(log.relative_to(ROOT)) if log.is_relative_to(ROOT) else str(log),
+                              "logBytes": log.stat().st_size, "reportSeconds": round(written.seconds, 2),
+                              "reportRssMiB": round(written.rss_mib), "rc": written.rc, "failures": []}
+    failures: list[str] = result["failures"]
+    if written.rc != 0:
+        failures.append(f"audit report exited {written.rc}: {written.stdout.strip()[-300:]}")
+        return result
+    result["htmlBytes"] = report.stat().st_size
+    expected = build_cache_report([log], CacheOptions()).requests
+    requests = expected.filter(pl.col("kind") == "request").height
+    collapses = expected.filter(pl.col("collapse")).height
+    page = open_report(report, report.with_suffix(".png"))
+    [plot] = page.plots
+    drawn = plot["drawn"]
+    result.update(requests=requests, collapses=collapses, drawn=drawn, browserSeconds=round(page.seconds_to_ready, 2),
+                  consoleErrors=len(page.console_errors()), network=page.network(),
+                  screenshot=str(page.screenshot.relative_to(ROOT)))
+    for role, want in (("read", requests), ("miss", requests), ("collapse", collapses),
+                       ("compaction", plot["expected"]["compaction"]), ("header", plot["expected"]["header"])):
+        if drawn.get(role, 0) != want:
+            failures.append(f"{role}: drew {drawn.get(role, 0)}, expected {want}")
+    if page.console_errors():
+        failures.append(f"console errors: {page.console_errors()[:3]}")
+    if page.network() or report.resolve().as_uri() not in page.requested:
+        failures.append(f"requests other than the file: {page.requested[:5]}")
+    return result
+
+
+def results_lines(result: dict[str, Any]) -> list[str]:
+    """The RESULTS.md section for one run of this script (its --json object)."""
+    if "drawn" not in result:
+        return ["## HTML report in a browser", "", f"- **FAIL**: {'; '.join(result['failures'])}", ""]
+    drawn = result["drawn"]
+    verdict = "PASS" if not result["failures"] else "FAIL: " + "; ".join(result["failures"])
+    return ["## HTML report in a browser", "",
+            f"`audit report {result['log']} -o …` ({result['logBytes'] / 1e6:.0f} MB log): "
+            f"{result['reportSeconds']:.2f}s, peak RSS {result['reportRssMiB']} MiB, "
+            f"{result['htmlBytes'] / 1e6:.1f} MB of HTML (plotly.js inlined: about 4.8 MB of it). Opened from "
+            f"file:// in headless Chromium (`benchmarks/html_report.py`), drawn in {result['browserSeconds']:.2f}s: "
+            f"{drawn.get('read', 0)} read and {drawn.get('miss', 0)} miss bars for {result['requests']} requests, "
+            f"{drawn.get('collapse', 0)} collapse markers for {result['collapses']} collapses, "
+            f"{drawn.get('compaction', 0)} compaction and {drawn.get('header', 0)} header-change marks; "
+            f"{result['consoleErrors']} console errors, {len(result['network'])} network requests. "
+            f"**{verdict}**. Screenshot: `{result['screenshot']}`.", ""]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=int, default=100, help="MB: the benchmark log of this size (generated)")
+    parser.add_argument("--log", type=Path, help="this log instead")
+    parser.add_argument("--json", action="store_true", help="end with one JSON line (for run.py)")
+    opts = parser.parse_args(argv)
+    log = opts.log.resolve() if opts.log else ensure_log(opts.size)
+    result = check(log)
+    print("\n".join(results_lines(result)))
+    if opts.json:
+        print(json.dumps(result))
+    return 1 if result["failures"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,167 @@
+"""Headless Chromium (Debian's chromium + chromedriver, driven by selenium) opening an HTML report from file://.
+
+Shared by tests/test_html_report.py and benchmarks/html_report.py. `open_report` loads the page, waits until
+every plot is drawn, and returns what a person would see, counted from the rendered SVG: the bars and collapse
+markers drawn per plot, the browser's console messages and every URL the page requested (CDP network log and
+the Resource Timing entries), and a PNG screenshot.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
+CHROMEDRIVER_CANDIDATES = ("/usr/bin/chromedriver",)
+# No network, no background services: the only requests left are the page's own.
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--disable-dev-shm-usage", "--window-size=1400,1000", "--hide-scrollbars")
+INSTALL_HINT = "make browser (apt-get install chromium chromium-driver)"
+
+# Per plot: the points drawn for each trace role (`meta` of the trace), from the SVG: a bar is a `g.point`, a
+# marker a `path.point`. d3 binds each trace group's calcdata to its element, so the role is read from it.
+COUNT_SCRIPT = """
+const plots = [];
+for (const gd of document.querySelectorAll('.plot')) {
+  const drawn = {};
+  for (const group of gd.querySelectorAll('g.trace')) {
+    const cd = group.__data__;
+    const role = cd && cd[0] && cd[0].trace ? cd[0].trace.meta : null;
+    if (!role) continue;
+    drawn[role] = (drawn[role] || 0) + group.querySelectorAll('.point').length;
+  }
+  const data = {};
+  for (const trace of gd._fullData || []) {
+    data[trace.meta] = (data[trace.meta] || 0) + (trace.x ? trace.x.length : 0);
+  }
+  plots.push({id: gd.id, log: gd.closest('section').getAttribute('data-log'), rendered: gd.dataset.rendered === 'true',
+              expected: {requests: Number(gd.dataset.requests), collapses: Number(gd.dataset.collapses),
+                         header: Number(gd.dataset.headerChanges), compaction: Number(gd.dataset.compactions)},
+              drawn: drawn, data: data});
+}
+const resources = performance.getEntriesByType('resource').map(e => e.name);
+return {plots: plots, resources: resources, location: location.href, ready: document.body.dataset.ready === 'true'};
+"""
+
+
+@dataclass
+class PageResult:
+    plots: list[dict[str, Any]]
+    console: list[dict[str, Any]]
+    requested: list[str]                # every URL the page asked for (CDP Network + Resource Timing)
+    location: str
+    screenshot: Path
+    seconds_to_ready: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def console_errors(self) -> list[dict[str, Any]]:
+        return [entry for entry in self.console if entry.get("level") in ("SEVERE", "ERROR")]
+
+    def network(self) -> list[str]:
+        """Requested URLs that are not the file itself, another local file or inline data."""
+        return [url for url in self.requested if not url.startswith(("file:", "data:", "blob:", "about:"))]
+
+
+def find_chromium() -> tuple[str, str] | None:
+    browser = next((path for path in CHROMIUM_CANDIDATES if os.access(path, os.X_OK)), None)
+    driver = next((path for path in CHROMEDRIVER_CANDIDATES if os.access(path, os.X_OK)), None)
+    return (browser, driver) if browser and driver else None
+
+
+def install_chromium() -> str | None:
+    """Install Debian's chromium and chromium-driver when missing (as `make browser` does); None when they are
+    there afterwards, else why not."""
+    if find_chromium():
+        return None
+    if shutil.which("apt-get") is None:
+        return "chromium is not installed and apt-get is not available"
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    wait = ["-o", "DPkg::Lock::Timeout=600"]   # another pytest worker may be installing them too
+    for command in (["apt-get", *wait, "update"],
+                    ["apt-get", *wait, "install", "-y", "--no-install-recommends", "chromium", "chromium-driver"]):
+        done = subprocess.run(command, capture_output=True, text=True, env=env, check=False, timeout=900)
+        if done.returncode != 0:
+            return f"{' '.join(command)} failed: {(done.stderr or done.stdout).strip()[-500:]}"
+    return None if find_chromium() else "chromium or chromedriver still missing after apt-get install"
+
+
+@contextmanager
+def browser_session(timeout: float = 120.0) -> Iterator[Any]:
+    """A selenium WebDriver on headless Chromium with a new empty profile, the browser and performance
+    (network) logs on; quit and its profile removed afterwards."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    found = find_chromium()
+    if found is None:
+        raise RuntimeError(f"chromium/chromedriver not found; install them: {INSTALL_HINT}")
+    browser, driver_path = found
+    profile = tempfile.mkdtemp(prefix="dsh-audit-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = browser
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={profile}")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    options.add_experimental_option("perfLoggingPrefs", {"enableNetwork": True, "enablePage": False})
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=driver_path))
+    try:
+        driver.set_page_load_timeout(timeout)
+        driver.set_script_timeout(timeout)
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def load(driver: Any, page: Path) -> float:
+    """Open `page` from file:// and wait until every plot is drawn; the seconds it took."""
+    driver.get("about:blank")
+    driver.get_log("performance")   # drain the start-up tab's own requests: only the report's are counted
+    started = time.perf_counter()
+    driver.get(page.resolve().as_uri())
+    outcome = driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "const wait = () => window.dshReportReady ? window.dshReportReady.then(() => done(true), "
+        "e => done(String(e))) : setTimeout(wait, 50); wait();")
+    if outcome is not True:
+        raise AssertionError(f"the report's plots failed to draw: {outcome}")
+    return time.perf_counter() - started
+
+
+@contextmanager
+def driver_for(page: Path) -> Iterator[Any]:
+    """A browser with `page` loaded and drawn, to click and hover in."""
+    with browser_session() as driver:
+        load(driver, page)
+        yield driver
+
+
+def open_report(page: Path, screenshot: Path, *, width: int = 1400) -> PageResult:
+    """Open `page` from file:// in headless Chromium, wait until every plot is drawn, count, screenshot."""
+    with browser_session() as driver:
+        seconds = load(driver, page)
+        counted: dict[str, Any] = driver.execute_script(COUNT_SCRIPT)
+        height = int(driver.execute_script("return document.documentElement.scrollHeight"))
+        driver.set_window_size(width, min(max(height, 600), 8000))
+        time.sleep(0.3)   # the responsive plots redraw at the new size
+        screenshot.parent.mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(screenshot))
+        console = list(driver.get_log("browser"))
+        requested = [*counted["resources"]]
+        for entry in driver.get_log("performance"):
+            message = json.loads(entry["message"])["message"]
+            if message.get("method") == "Network.requestWillBeSent":
+                requested.append(message["params"]["request"]["url"])
+        return PageResult(counted["plots"], console, requested, counted["location"], screenshot, seconds,
+                          {"ready": counted["ready"]})
