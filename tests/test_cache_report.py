@@ -295,6 +295,19 @@ def test_cli_formats_and_exit_codes(tmp_path: Path) -> None:
     assert len(csv.stdout.splitlines()) == 2
 
 
+def test_lone_surrogates_in_log_text_reach_every_format_escaped(tmp_path: Path) -> None:
+    log = LogBuilder(session_id="s\ud800")
+    turn(log, 1, "hello \udc00", 0, reason="initial", tools=[TOOL_A])
+    turn(log, 2, "again", 512, reason="change", tools=[TOOL_A], **{"k\ud800": "v\udfff"})
+    path = write_jsonl(log, tmp_path / "session.jsonl")
+    document = CliRunner().invoke(main, ["cache-report", "--format", "json", str(path)])
+    assert document.exit_code == 0 and json.loads(document.output)["rows"][0]["sessionId"] == "s\\ud800"
+    csv = CliRunner().invoke(main, ["header-diff", "--format", "csv", str(path)])
+    assert csv.exit_code == 0 and ",s\\ud800," in csv.output
+    assert CliRunner().invoke(main, ["cache-report", str(path)]).exit_code == 0
+    assert "config.k\\ud800" in CliRunner().invoke(main, ["header-diff", str(path)]).output
+
+
 def test_cli_unreadable_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     bad = tmp_path / "session.jsonl"
     bad.write_text("not json\n", encoding="utf-8")

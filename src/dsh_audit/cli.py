@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib
 import io
 import json
-import re
 import sys
 from contextlib import nullcontext
 from pathlib import Path
@@ -17,6 +16,7 @@ import click
 from .errors import DshAuditError
 from .readers import open_logs
 from .reconstruct import iter_requests
+from .text import printable
 from .verify import LogReport, paused_gc, summary, verify_paths
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_UNREADABLE = 0, 1, 2
@@ -30,15 +30,6 @@ ALL_GENERATIONS_OPTION = click.option(
     "--all-generations", is_flag=True,
     help="In a directory, read every generation of each log (session.jsonl, session.v2.jsonl, ...), not only "
          "the newest one, which is the one dsh reads.")
-
-
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def printable(text: str) -> str:
-    """Lone surrogates (legal in a JS string, so in a log) as \\uXXXX escapes: valid in JSON text and
-    printable on a UTF-8 terminal."""
-    return _LONE_SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
 def fail(error: DshAuditError) -> None:

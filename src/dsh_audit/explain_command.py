@@ -11,11 +11,12 @@ from pathlib import Path
 
 import click
 
-from .cli import SESSION_OPTION, chosen_paths, fail, parse_step, printable
+from .cli import SESSION_OPTION, chosen_paths, fail, parse_step
 from .errors import DshAuditError
 from .explain import Explanation, explain_request
 from .readers import open_logs
 from .reports.views import terminal, wrap
+from .text import printable
 
 
 def render(explanation: Explanation, label: str, width: int) -> list[str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 import polars as pl
 
-from .cli import ALL_GENERATIONS_OPTION, LOGS_ARGUMENT, SESSION_OPTION, chosen_paths, fail, printable
+from .cli import ALL_GENERATIONS_OPTION, LOGS_ARGUMENT, SESSION_OPTION, chosen_paths, fail
 from .errors import DshAuditError
 from .progress_bar import byte_progress
 from .reports import cache_view, header_view
@@ -20,6 +20,7 @@ from .reports.header_diff import build_header_diff
 from .reports.prices import Prices, default_table, flat_table, load_table
 from .reports.render import FORMATS, output_format, write_frame
 from .reports.views import terminal
+from .text import printable
 
 EXIT_UNEXPLAINED, EXIT_UNREADABLE = 1, 2
 FORMAT_OPTION = click.option(

@@ -13,10 +13,11 @@ from typing import Any
 
 import click
 
-from .cli import EXIT_UNREADABLE, printable
+from .cli import EXIT_UNREADABLE
 from .errors import DshAuditError
 from .readers.home import HOME_ENV, SessionInfo, list_sessions, require_root, session_root
 from .records import LogSource
+from .text import printable
 
 WIDTH = 100
 ID_WIDTH = 13        # a uuid's first two groups: enough to tell sessions apart

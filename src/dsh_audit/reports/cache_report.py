@@ -32,6 +32,7 @@ from ..surface import derive_message
 from ..walker import Walker
 from .prediction import Predictor, RealHeader, sidecar_header, wire_body
 from .prices import PriceTable, default_table
+from .render import rows_frame
 
 _ROW_BATCH = 2048
 SCHEMA_VERSION = 3   # of the columns below; docs/cache-report.md says what each holds, and what changed
@@ -282,7 +283,7 @@ def _log_frame(source: LogSource, options: CacheOptions, real: RealHeader) -> pl
     rows = iter_log_rows(source, options, real)
     batches = []
     while batch := list(islice(rows, _ROW_BATCH)):
-        batches.append(pl.DataFrame(batch, schema=schema, orient="row"))
+        batches.append(rows_frame(batch, schema))
     return pl.concat(batches) if batches else pl.DataFrame(schema=schema)
 
 
@@ -360,7 +361,7 @@ def build_cache_report(paths: Iterable[str | os.PathLike[str]], options: CacheOp
     schema = {**REQUEST_COLUMNS, **({"wireBody": pl.String} if options.wire else {})}
     requests = pl.concat(frames) if frames else pl.DataFrame(schema=schema)
     totals = {"logs": len(summaries), **summarize(requests), "cacheBlock": block, "cacheBlockBasis": basis}
-    return CacheReport(requests, pl.DataFrame(summaries, schema=LOG_COLUMNS, orient="row"),
+    return CacheReport(requests, rows_frame(summaries, LOG_COLUMNS),
                        pl.DataFrame([totals], schema=TOTAL_COLUMNS, orient="row"), block, basis)
 
 

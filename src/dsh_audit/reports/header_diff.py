@@ -26,6 +26,7 @@ from ..jsjson import dumps
 from ..readers import discover, open_logs
 from ..records import LogSource
 from ..walker import Walker
+from .render import rows_frame
 
 COLUMNS = {"log": pl.String, "generation": pl.Int64, "sessionId": pl.String, "seq": pl.Int64, "turn": pl.Int64,
            "step": pl.Int64, "reason": pl.String, "against": pl.String, "field": pl.String, "change": pl.String,
@@ -321,4 +322,4 @@ def build_header_diff(paths: Iterable[str | os.PathLike[str]], *, all_generation
         logs = [collect_headers(source, file, ids) for file, source in members]
         for log in logs:
             rows.extend(log_rows(log, find_parent(log, logs)))
-    return pl.DataFrame(rows, schema=COLUMNS, orient="row") if rows else pl.DataFrame(schema=COLUMNS)
+    return rows_frame(rows, COLUMNS) if rows else pl.DataFrame(schema=COLUMNS)

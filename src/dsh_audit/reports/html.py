@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from ..text import printable
 from .cache_report import UNEXPLAINED, CacheReport
+from .render import rows_frame
 from .views import count, percent, shown_path, usd
 
 if TYPE_CHECKING:
@@ -50,20 +52,15 @@ FINDING_COLUMNS: dict[str, Any] = {"log": pl.String, "generation": pl.Int64, "se
 
 
 # -- escaping ----------------------------------------------------------------------------------------------
-def _unicode_safe(text: str) -> str:
-    """Lone surrogates (legal in a JS string, so in a log) as \\uXXXX text: the page is always valid UTF-8."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
 def esc(value: Any) -> str:
     """Log-derived text as HTML text or attribute value."""
-    return html.escape(_unicode_safe(str(value)), quote=True)
+    return html.escape(printable(str(value)), quote=True)
 
 
 def label_text(value: Any, limit: int = TEXT_LIMIT) -> str:
     """Log-derived text for a plotly label: plotly reads a few HTML tags and entities in labels, so the text is
     entity-escaped (plotly decodes &amp; &lt; &gt; back for display), and cut to `limit` characters."""
-    text = _unicode_safe(str(value))
+    text = printable(str(value))
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     return html.escape(text, quote=False)
@@ -104,7 +101,7 @@ def findings_frame(reports: Iterable[LogReport]) -> pl.DataFrame:
         for finding in report.findings:
             rows.append({"log": report.label, "generation": report.generation, "severity": finding.severity,
                          "code": finding.code, "seq": finding.seq, "line": finding.line, "text": finding.render()})
-    return pl.DataFrame(rows, schema=FINDING_COLUMNS, orient="row") if rows else pl.DataFrame(schema=FINDING_COLUMNS)
+    return rows_frame(rows, FINDING_COLUMNS) if rows else pl.DataFrame(schema=FINDING_COLUMNS)
 
 
 def skipped_logs(reports: Iterable[LogReport]) -> list[tuple[str, str]]:

@@ -12,14 +12,25 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
 from ..errors import DshAuditError
+from ..text import printable_row
 
 FORMATS = ("table", "csv", "json", "jsonl", "parquet")
 _BY_EXTENSION = {".csv": "csv", ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet",
                  ".txt": "table"}
+
+
+def rows_frame(rows: list[dict[str, Any]], schema: dict[str, Any]) -> pl.DataFrame:
+    """Report rows as a DataFrame. Arrow strings are UTF-8, which a lone surrogate from a log is not: then the
+    rows are made printable (\\uXXXX) first. The common case pays nothing."""
+    try:
+        return pl.DataFrame(rows, schema=schema, orient="row")
+    except UnicodeEncodeError:
+        return pl.DataFrame([printable_row(row) for row in rows], schema=schema, orient="row")
 
 
 def output_format(fmt: str | None, out: Path | None) -> str:
