@@ -40,6 +40,9 @@ CONFIG = {"provider": PROVIDER, "model": MODEL, "reasoningEffort": "high", "maxT
 ADAPTER_DEFAULTS = {"reasoningEffort": True, "maxTokens": True}
 CWD = "/work/x"
 SYSTEM_PLUGIN = "@deepseek-ai/dsh-system-prompt"
+CACHE_BLOCK = 128          # tokens: the corpus's logged reads are all multiples of it
+SHORT_BY_A_BLOCK = 0.3     # share of reads one block below what was there to read (14 of 45 in the corpus)
+EVICTION = 0.005           # share of extending calls whose cache was evicted: a read of 0, no logged cause
 PRUNE_THRESHOLD = 12_000  # chars of tool output above which a result may be pruned
 PRUNE_KEEP = 2_000  # chars kept at each end of a pruned result
 PRUNE_MARKER = "\n\n[... middle of this tool output was pruned to save context ...]\n\n"
@@ -297,6 +300,7 @@ class SessionSim:
 
     def __init__(self, writer: LogWriter, rng: random.Random, target: int, mode: str, budget: int) -> None:
         self.w, self.rng, self.target, self.mode, self.budget = writer, rng, target, mode, budget
+        self.cache_rng = random.Random(0)   # its own stream: the session's content does not depend on the cache
         self.prose = synth.prose_pool(rng, 1 << 20)
         code = synth.code_line_pool(rng, 1 << 15)
         self.code = code
@@ -312,7 +316,8 @@ class SessionSim:
         self.turn = 0
         self.header_logged = False
         self.changed = self.pruned = self.compacted = False
-        self.cache_break = True
+        self.break_prefix: int | None = self.header_bytes  # prompt bytes before the earliest break since the last call
+        self.previous = (0, 0, 0)                # the previous call's prompt and output tokens, and its turn
         self.steer_seq: int | None = None
         self.stats = {"turns": 0, "steps": 0, "attempts": 0, "compactions": 0, "prunes": 0}
 
@@ -418,7 +423,8 @@ class SessionSim:
     def write_header(self) -> None:
         if not self.header_logged or (not self.changed and self.fraction() >= 0.25):
             reason = "initial" if not self.header_logged else "change"
-            if reason == "change":
+            if reason == "change":   # the new tool goes last: the prompt is kept up to the old tool list's end
+                self.broke(self.header_bytes)
                 self.tools = [*self.tools, synth.added_tool_schema()]
                 self.changed = True
                 self.header_bytes = len(json.dumps([self.system, self.tools]))
@@ -428,7 +434,6 @@ class SessionSim:
             if reason == "initial":
                 self.w.event("request/context", {"provider": PROVIDER, "model": MODEL, "contextWindow": 1_000_000})
             self.header_logged = True
-            self.cache_break = True
 
     # one model call ----------------------------------------------------------------------------------------
     def attempt(self, turn: int, step: int, final: bool) -> None:
@@ -459,7 +464,7 @@ class SessionSim:
                 blocks.append({"type": "tool-call", "id": call[0], "name": name, "arguments": args})
         for index, block in enumerate(blocks):
             w.chunk(turn, step, {"type": "block-end", "index": index, "block": block})
-        usage = self.usage(out_tokens + reasoning_tokens, reasoning_tokens)
+        usage = self.usage(turn, out_tokens + reasoning_tokens, reasoning_tokens)
         w.chunk(turn, step, {"type": "usage", "usage": usage})
         w.chunk(turn, step, {"type": "finish", "reason": {"kind": "tool-calls" if calls else "stop"}})
         message = {"role": "assistant", "content": blocks,
@@ -488,10 +493,23 @@ class SessionSim:
         self.w.delta_run(turn, step, f"{kind}-delta", index, pieces)
         return {"type": kind, "text": "".join(pieces)}
 
-    def usage(self, output: int, reasoning: int) -> dict[str, int]:
-        prompt = (self.surface_bytes + self.header_bytes) // 4
-        cached = (self.header_bytes // 4 if self.cache_break else prompt) // 128 * 128
-        self.cache_break = False
+    def usage(self, turn: int, output: int, reasoning: int) -> dict[str, int]:
+        """What a block-granular prefix cache would report (the model cache-report expects, which the corpus
+        shows): after a break, the part of the prompt before it; else the previous prompt and, within a turn,
+        its output; in whole 128-token blocks, often one block less, and now and then nothing (an eviction)."""
+        prompt = (self.surface_bytes + self.header_bytes) // 4   # tokens, by the ~4 bytes per token rule
+        previous_prompt, previous_output, previous_turn = self.previous
+        if self.break_prefix is not None:
+            shared = self.break_prefix // 4
+        else:
+            shared = previous_prompt + (previous_output if turn == previous_turn else 0)
+        cached = min(shared, prompt) // CACHE_BLOCK * CACHE_BLOCK
+        if self.break_prefix is None and self.cache_rng.random() < EVICTION:
+            cached = 0
+        elif cached and self.cache_rng.random() < SHORT_BY_A_BLOCK:
+            cached -= CACHE_BLOCK
+        self.break_prefix = None
+        self.previous = (prompt, output, turn)
         return {"inputTokens": prompt - cached, "outputTokens": output, "cacheReadTokens": cached,
                 "reasoningTokens": reasoning}
 
@@ -556,9 +574,10 @@ class SessionSim:
         result["content"] = [{"type": "text", "text": text[:PRUNE_KEEP] + PRUNE_MARKER + text[-PRUNE_KEEP:]}]
         replacement = {**data, "message": {**data["message"], "content": [result]}}
         new_seq, nbytes = self.w.event("tool/result", replacement, [seq], {"op": "replace", "start": seq, "end": seq})
-        self.splice(self.nodes.index(seq), self.nodes.index(seq), new_seq, nbytes)
+        index = self.nodes.index(seq)
+        self.splice(index, index, new_seq, nbytes)
         self.stats["prunes"] += 1
-        self.cache_break = True
+        self.broke(self.header_bytes + sum(self.node_info[node][0] for node in self.nodes[:index]))
         return True
 
     def compact(self, turn: int) -> bool:
@@ -587,8 +606,12 @@ class SessionSim:
         self.splice(0, j, seq, nbytes)
         self.w.event("compaction/end", {"compactionId": cid, "turn": turn})
         self.stats["compactions"] += 1
-        self.cache_break = True
+        self.broke(self.header_bytes)
         return True
+
+    def broke(self, prefix_bytes: int) -> None:
+        """The prompt changes after its first `prefix_bytes` bytes (a header change, a compaction, a prune)."""
+        self.break_prefix = prefix_bytes if self.break_prefix is None else min(self.break_prefix, prefix_bytes)
 
     def splice(self, i: int, j: int, seq: int, nbytes: int) -> None:
         for old in self.nodes[i:j + 1]:
