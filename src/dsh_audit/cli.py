@@ -1,15 +1,26 @@
-"""The `audit` command line: parses options, calls the library, renders. Exit codes: 0 clean, 1 findings,
-2 unreadable input or bad usage."""
+"""The `audit` command line: parses options, calls the library, renders.
+
+Every command returns its exit code, and every failure leaves through one error path (`_AuditGroup.main`):
+0 clean, 1 findings, 2 unreadable input, an unwritable output or bad usage, 3 an internal error (one line
+asking for a report; DSH_AUDIT_DEBUG=1 shows the traceback instead), 130 interrupted (Ctrl-C), 141 stdout
+closed early (`audit rebuild LOG | head -1`), quietly. Never a traceback."""
 
 from __future__ import annotations
 
+import errno
 import importlib
 import io
 import json
+import multiprocessing
+import os
+import signal
 import sys
-from contextlib import nullcontext
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
-from typing import Any, ClassVar
+from types import FrameType
+from typing import Any, ClassVar, NoReturn
 
 import click
 
@@ -19,7 +30,10 @@ from .reconstruct import iter_requests
 from .text import printable
 from .verify import LogReport, paused_gc, summary, verify_paths
 
-EXIT_CLEAN, EXIT_FINDINGS, EXIT_UNREADABLE = 0, 1, 2
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_UNREADABLE, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130      # 128 + SIGINT, as a shell reports a process Ctrl-C ended
+EXIT_BROKEN_PIPE = 141      # 128 + SIGPIPE: the reader of stdout went away; nothing more is said
+DEBUG_ENV = "DSH_AUDIT_DEBUG"
 PREFIX_OPTION = click.option(
     "--message-prefix", type=click.Choice(["legacy", "drop"]), default="legacy", show_default=True,
     help="Older logs carry header.messagePrefix: 'legacy' prepends it as the old writers sent it; 'drop' "
@@ -32,10 +46,135 @@ ALL_GENERATIONS_OPTION = click.option(
          "the newest one, which is the one dsh reads.")
 
 
-def fail(error: DshAuditError) -> None:
-    """One line on stderr, the error's exit code; never a traceback."""
-    click.echo(printable(f"audit: {error}"), err=True)
-    sys.exit(error.exit_code)
+def fail(error: DshAuditError) -> NoReturn:
+    """Leave through the one error path: one line on stderr, the error's exit code (commands may also just
+    raise the error)."""
+    raise error
+
+
+# -- the one error path ----------------------------------------------------------------------------------
+
+def _say(line: str) -> None:
+    """One line on stderr, whatever it holds (control characters and line breaks are shown escaped)."""
+    text = printable(line).replace("\r", "\\r").replace("\n", "\\n")
+    with suppress(OSError, ValueError):   # stderr itself is gone: the exit code still tells
+        click.echo(text, err=True)
+
+
+def _silence_stdout() -> None:
+    """After stdout failed (a closed pipe, a full disk), point it at /dev/null, so the interpreter's flush at
+    exit neither raises again nor prints "Exception ignored"."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):   # not a real stream (click's test runner)
+        return
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+    except OSError:
+        pass
+
+
+def _stdout_failed() -> bool:
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        return True
+    return False
+
+
+_WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})   # only ever from writing
+
+
+def _debugging() -> bool:
+    return os.environ.get(DEBUG_ENV, "") not in ("", "0")
+
+
+def exit_code_for(error: BaseException) -> int:
+    """The exit code for whatever ended a command, after saying why in one line on stderr."""
+    if isinstance(error, SystemExit):
+        if error.code is None or isinstance(error.code, int):
+            return error.code or EXIT_CLEAN
+        _say(f"audit: {error.code}")
+        return EXIT_FINDINGS
+    if isinstance(error, click.exceptions.Exit):
+        return error.exit_code
+    if isinstance(error, KeyboardInterrupt | click.Abort):
+        _say("audit: interrupted")
+        return EXIT_INTERRUPTED
+    if isinstance(error, click.ClickException):   # bad usage: click's own message and hint
+        error.show()
+        return EXIT_UNREADABLE
+    if isinstance(error, DshAuditError):
+        _say(f"audit: {error}")
+        return error.exit_code
+    if isinstance(error, BrokenPipeError) or (isinstance(error, OSError) and error.errno == errno.EPIPE):
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    if isinstance(error, OSError):   # the environment, not dsh-audit: a file it cannot open, a full disk
+        if error.filename is not None:
+            name = os.fsdecode(error.filename) if isinstance(error.filename, bytes) else str(error.filename)
+            _say(f"audit: {name}: {error.strerror or error}")
+        elif error.errno in _WRITE_ERRORS or _stdout_failed():   # files go through dsh_audit.output: stdout
+            _silence_stdout()
+            _say(f"audit: cannot write to stdout: {error.strerror or error}")
+        else:
+            _say(f"audit: input/output error: {error.strerror or error}")
+        return EXIT_UNREADABLE
+    message = " ".join(str(error).split())
+    if len(message) > 300:
+        message = message[:299] + "…"
+    _say(f"audit: internal error: {type(error).__name__}: {message or '(no message)'} — please report it with "
+         "the command line")
+    return EXIT_INTERNAL
+
+
+def _quiet(args: Any) -> None:
+    """After Ctrl-C: what a helper thread raises while the command stops is not news."""
+
+
+@contextmanager
+def _interrupts_stop_workers() -> Iterator[None]:
+    """Ctrl-C ends the command promptly, also with worker processes (`verify -j`): the first SIGINT
+    terminates them, so a process pool's shutdown has nothing to wait for, then interrupts this process."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    owner = os.getpid()
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        if os.getpid() == owner:   # a forked worker inherits this handler: it just stops
+            threading.excepthook = _quiet   # a pool's threads may trip over its dead workers: nothing to say
+            for child in multiprocessing.active_children():
+                with suppress(OSError, ValueError, AttributeError):
+                    child.terminate()
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGINT, interrupt)
+    except ValueError:   # not the main thread of the main interpreter
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def run_guarded(call: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
+    """Run `call` and turn how it ended into an exit code: its returned code, or the one for what it raised
+    (said in one line). Stdout is flushed inside, so a broken pipe or a full disk is reported here too."""
+    try:
+        with _interrupts_stop_workers():
+            result = call(*args, **kwargs)
+            sys.stdout.flush()
+    except BaseException as error:
+        if _debugging() and not isinstance(error, DshAuditError | click.ClickException | click.exceptions.Exit
+                                           | SystemExit | KeyboardInterrupt | click.Abort | BrokenPipeError):
+            raise
+        return exit_code_for(error)
+    return result if isinstance(result, int) and not isinstance(result, bool) else EXIT_CLEAN
 
 
 class _LazyGroup(click.Group):
@@ -60,19 +199,41 @@ class _LazyGroup(click.Group):
         return command
 
 
-@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog="""\b
+class _AuditGroup(_LazyGroup):
+    """The `audit` group: every command's outcome (a returned exit code, an error, Ctrl-C, a closed pipe,
+    an unexpected exception) becomes its exit code through `run_guarded`, here and nowhere else."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        return run_guarded(super().invoke, ctx)
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        _escape_what_cannot_be_shown()
+        code = run_guarded(super().main, args, prog_name, complete_var, standalone_mode=False, **extra)
+        if not standalone_mode:
+            return code
+        sys.exit(code)
+
+
+@click.group(cls=_AuditGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog="""\b
 Examples:
   audit sessions                         dsh's sessions, newest first
   audit verify                           every session, every request rebuilt, every invariant checked
   audit cache-report --session 3f2a      where that session lost the prefix cache, why, and the cost
   audit explain LOG 1.2#2                why request 1.2#2 did not extend what was cached
-Exit codes: 0 clean, 1 findings, 2 unreadable input or bad usage (each command's --help says more).""")
+Exit codes: 0 clean, 1 findings, 2 unreadable input, unwritable output or bad usage, 3 internal error,
+130 interrupted, 141 stdout closed early (each command's --help says more).""")
 @click.version_option(package_name="dsh-audit", prog_name="audit")
 def main() -> None:
     """Audit dsh session logs offline: every model request rebuilt from the log, every invariant checked.
 
     Reads every dsh log generation (format v0 to v4); with no path, dsh's own session root."""
-    for stream in (sys.stdout, sys.stderr):   # any output encoding: what it cannot show is escaped, not fatal
+    _escape_what_cannot_be_shown()
+
+
+def _escape_what_cannot_be_shown() -> None:
+    """Any output encoding: what it cannot show is escaped, not fatal (also in an error message)."""
+    for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="backslashreplace")
 
@@ -95,46 +256,46 @@ Examples:
   audit verify                          every session in dsh's session root
   audit verify --session 3f2a           the one session whose id starts with 3f2a
   audit verify --strict --junit out.xml logs/     a CI gate: warnings fail too, a JUnit report
-Exit codes: 0 clean, 1 findings, 2 unreadable input or bad usage.""")
+Exit codes: 0 clean, 1 findings, 2 unreadable input, unwritable --junit or bad usage, 3 internal error,
+130 interrupted.""")
 @LOGS_ARGUMENT
 @SESSION_OPTION
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--strict", is_flag=True, help="Warnings (placeholders, ignorable unknown events, torn tails) fail too.")
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, show_default=True,
               help="Processes for a directory of logs (0: one per core). Output order does not depend on it.")
-@click.option("--junit", "junit_file", type=click.Path(path_type=Path, dir_okay=False),
-              help="Also write a JUnit XML report (one test case per log) to this file.")
+@click.option("--junit", "junit_file", type=click.Path(path_type=Path, allow_dash=True),
+              help="Also write a JUnit XML report (one test case per log) to this file (replaced atomically; "
+                   "its folder is created; - for stdout).")
 @ALL_GENERATIONS_OPTION
 @PREFIX_OPTION
 def verify(logs: tuple[Path, ...], session: str | None, fmt: str, strict: bool, jobs: int, message_prefix: str,
-           junit_file: Path | None, all_generations: bool) -> None:
+           junit_file: Path | None, all_generations: bool) -> int:
     """Rebuild every request of each LOG (file or directory) and check every invariant.
 
     Every dsh log generation (format v0 to v4) is read; in a directory, each log's newest generation. With no
     LOG, the sessions in dsh's session root."""
+    from .output import check_output
     from .progress_bar import byte_progress
 
-    try:
-        paths = chosen_paths(logs, session)
-        single = jobs == 1 or (len(paths) == 1 and paths[0].is_file())   # read in this process: a bar by bytes
-        with byte_progress(paths, "verify") if single else nullcontext():
-            reports = list(verify_paths(paths, message_prefix=message_prefix, jobs=jobs or None,
-                                        keep_requests=fmt == "json",   # the table shows counts only
-                                        all_generations=all_generations))
-    except DshAuditError as error:
-        fail(error)
-        return
-    if junit_file is not None:
-        from .junit import cases_from_reports, write_junit
-        write_junit(junit_file, "dsh-audit verify", cases_from_reports(reports, strict=strict))
+    paths = chosen_paths(logs, session)
+    check_output(junit_file, inputs=paths, what="the JUnit report", create_folder=True)   # before the work
+    single = jobs == 1 or (len(paths) == 1 and paths[0].is_file())   # read in this process: a bar by bytes
+    with byte_progress(paths, "verify") if single else nullcontext():
+        reports = list(verify_paths(paths, message_prefix=message_prefix, jobs=jobs or None,
+                                    keep_requests=fmt == "json",   # the table shows counts only
+                                    all_generations=all_generations))
     if fmt == "json":
         document = {"summary": summary(reports, strict), "logs": [_report_json(r, strict) for r in reports]}
         click.echo(printable(json.dumps(document, indent=2, ensure_ascii=False)))
     else:
         _render_table(reports, strict)
+    if junit_file is not None:
+        from .junit import cases_from_reports, write_junit
+        write_junit(junit_file, "dsh-audit verify", cases_from_reports(reports, strict=strict), inputs=paths)
     if any(r.read_error for r in reports):
-        sys.exit(EXIT_UNREADABLE)
-    sys.exit(EXIT_FINDINGS if any(r.failed(strict) for r in reports) else EXIT_CLEAN)
+        return EXIT_UNREADABLE
+    return EXIT_FINDINGS if any(r.failed(strict) for r in reports) else EXIT_CLEAN
 
 
 def _report_json(report: LogReport, strict: bool) -> dict[str, Any]:
@@ -176,7 +337,8 @@ Examples:
   audit rebuild session.v3.jsonl --step 1.2#2     one attempt, annotated (one JSON document)
   audit rebuild --session 3f2a --format jsonl     the exact bytes of every request, one per line
   audit rebuild LOG --format digest               turn.step#attempt, dispatch seq, sha256
-Exit codes: 0 done, 1 a log dsh would refuse, 2 unreadable input, bad usage or no such step.""")
+Exit codes: 0 done, 1 a log dsh would refuse, 2 unreadable input, bad usage or no such step, 3 internal
+error, 130 interrupted, 141 stdout closed early (| head).""")
 @click.argument("log", required=False, type=click.Path(path_type=Path))
 @SESSION_OPTION
 @click.option("--step", "step_filter", metavar="TURN.STEP[#ATTEMPT]",
@@ -185,22 +347,18 @@ Exit codes: 0 done, 1 a log dsh would refuse, 2 unreadable input, bad usage or n
               show_default=True, help="json: one document, each request annotated and indented; jsonl: the "
               "exact request bytes, one per line; digest: sha256 per request.")
 @PREFIX_OPTION
-def rebuild(log: Path | None, session: str | None, step_filter: str | None, fmt: str, message_prefix: str) -> None:
+def rebuild(log: Path | None, session: str | None, step_filter: str | None, fmt: str, message_prefix: str) -> int:
     """Print the exact request(s) the model saw, rebuilt from LOG (or the --session picked)."""
     wanted = parse_step(step_filter, "--step")
-    try:
-        if log is None and session is None:
-            raise DshAuditError("give a LOG, or --session ID to pick one from dsh's session root")
-        [path] = chosen_paths(() if log is None else (log,), session)
-        with paused_gc():
-            written = _write_requests(path, wanted, fmt, message_prefix)
-        if wanted is not None and not written:
-            raise DshAuditError(f"no request {step_filter} in this log (audit rebuild --format digest lists them)",
-                                path=str(path))
-    except DshAuditError as error:
-        fail(error)
-    except BrokenPipeError:   # `audit rebuild … | head` is fine
-        sys.stderr.close()
+    if log is None and session is None:
+        raise DshAuditError("give a LOG, or --session ID to pick one from dsh's session root")
+    [path] = chosen_paths(() if log is None else (log,), session)
+    with paused_gc():
+        written = _write_requests(path, wanted, fmt, message_prefix)
+    if wanted is not None and not written:
+        raise DshAuditError(f"no request {step_filter} in this log (audit rebuild --format digest lists them)",
+                            path=str(path))
+    return EXIT_CLEAN
 
 
 Step = tuple[int, int, int | None]

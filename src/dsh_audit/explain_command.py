@@ -5,13 +5,12 @@ hold before it, and the logged event that explains it. Exit codes: 0 extends or 
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import asdict
 from pathlib import Path
 
 import click
 
-from .cli import SESSION_OPTION, chosen_paths, fail, parse_step
+from .cli import EXIT_CLEAN, EXIT_FINDINGS, SESSION_OPTION, chosen_paths, parse_step
 from .errors import DshAuditError
 from .explain import Explanation, explain_request
 from .readers import open_logs
@@ -50,31 +49,27 @@ Examples:
   audit explain session.v3.jsonl 1.2#2    why request 1.2#2 did (not) extend what was cached before it
   audit explain --session 3f2a 4.1        the first attempt of turn 4, step 1
 Exit codes: 0 it extends its predecessor or a logged event explains the break, 1 unexplained,
-2 unreadable input, bad usage or no such request.""")
+2 unreadable input, bad usage or no such request, 3 internal error, 130 interrupted.""")
 @click.argument("log", required=False, type=click.Path(path_type=Path))
 @click.argument("request", required=False, metavar="TURN.STEP[#ATTEMPT]")
 @SESSION_OPTION
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def explain(log: Path | None, request: str | None, session: str | None, fmt: str) -> None:
+def explain(log: Path | None, request: str | None, session: str | None, fmt: str) -> int:
     """Where request TURN.STEP[#ATTEMPT] of LOG first differs from what the provider could have cached before it
     (its predecessor's prompt and answer), and the logged event that explains it, or "unexplained"."""
     if session is not None and request is None and log is not None:   # `--session ID 1.2`: LOG is the request
         log, request = None, str(log)
     wanted = parse_step(request, "TURN.STEP[#ATTEMPT]")
-    try:
-        if wanted is None:
-            raise DshAuditError("give the request to explain, TURN.STEP or TURN.STEP#ATTEMPT (as cache-report "
-                                "and rebuild --format digest name it)")
-        if log is None and session is None:
-            raise DshAuditError("give a LOG, or --session ID to pick one from dsh's session root")
-        [path] = chosen_paths(() if log is None else (log,), session)
-        source = next(iter(open_logs(path)))
-        explanation = explain_request(source, *wanted)
-    except DshAuditError as error:
-        fail(error)
-        return
+    if wanted is None:
+        raise DshAuditError("give the request to explain, TURN.STEP or TURN.STEP#ATTEMPT (as cache-report "
+                            "and rebuild --format digest name it)")
+    if log is None and session is None:
+        raise DshAuditError("give a LOG, or --session ID to pick one from dsh's session root")
+    [path] = chosen_paths(() if log is None else (log,), session)
+    source = next(iter(open_logs(path)))
+    explanation = explain_request(source, *wanted)
     if fmt == "json":
         click.echo(printable(json.dumps({"log": source.label, **asdict(explanation)}, indent=2, ensure_ascii=False)))
     else:
         click.echo(printable("\n".join(render(explanation, source.label, terminal().width))))
-    sys.exit(1 if explanation.verdict == "unexplained" else 0)
+    return EXIT_FINDINGS if explanation.verdict == "unexplained" else EXIT_CLEAN

@@ -10,8 +10,6 @@ depend on), so a check can name the first differing message and JSON path.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +19,7 @@ from deepdiff import DeepDiff
 
 from .errors import DshAuditError, LogReadError
 from .findings import Finding
+from .output import write_output
 from .readers import discover, open_logs
 from .reconstruct import iter_requests
 
@@ -79,20 +78,11 @@ def golden_document(entries: list[LogRequests], *, full: bool, message_prefix: s
 
 
 def write_golden(directory: Path, document: dict[str, Any]) -> Path:
-    """Atomically replace the golden file: a reader never sees a half-written one."""
+    """Replace the golden file by dsh_audit.output's rules: atomically (a reader never sees a half-written one),
+    with the user's umask (it is meant to be committed and shared), never onto a log below `directory`."""
     target = golden_path(directory)
     text = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=True) + "\n"
-    handle, temporary = tempfile.mkstemp(prefix=".dsh-audit-golden.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(handle, "w", encoding="ascii") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(temporary, 0o644)   # mkstemp creates 0600; a golden file is meant to be committed and shared
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_output(target, text.encode("ascii"), inputs=[directory], what="the golden file")
     return target
 
 

@@ -1,17 +1,19 @@
 """`audit golden update|check DIR`: pin the rebuilt requests of a directory of logs, and fail CI when they change.
-Exit codes: 0 same, 1 changed, 2 unreadable log or missing golden file."""
+Exit codes: 0 same, 1 changed, 2 unreadable log, missing golden file or unwritable output (see cli.py)."""
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
 import click
 
+from .cli import EXIT_CLEAN, EXIT_FINDINGS, EXIT_UNREADABLE
 from .errors import DshAuditError
 from .golden import check, collect, golden_document, golden_path, write_golden
 from .junit import case_for_log, write_junit
+from .output import check_output
+from .text import printable
 
 DIRECTORY = click.Path(path_type=Path, exists=True, file_okay=False)
 
@@ -21,7 +23,8 @@ Examples:
   audit golden update logs/                       pin the digests of every request below logs/
   audit golden update --full logs/                pin the request bodies too (per-path diffs on change)
   audit golden check --junit out.xml logs/        a CI gate: a changed, added or removed request fails
-Exit codes: 0 same, 1 a request changed, 2 unreadable input, no golden file or bad usage.""")
+Exit codes: 0 same, 1 a request changed, 2 unreadable input, no golden file, an unwritable output or bad
+usage, 3 internal error, 130 interrupted.""")
 def golden() -> None:
     """Golden-log CI mode: pin every log's rebuilt request digests in DIR/dsh-audit.golden.json."""
 
@@ -32,44 +35,41 @@ def golden() -> None:
               "message and JSON path.")
 @click.option("--message-prefix", type=click.Choice(["legacy", "drop"]), default="legacy", show_default=True,
               help="How header.messagePrefix is rebuilt (see `audit verify --help`); checks reuse this choice.")
-def update(directory: Path, full: bool, message_prefix: str) -> None:
+def update(directory: Path, full: bool, message_prefix: str) -> int:
     """Rebuild every log under DIRECTORY and (re)write its golden file. Nothing is written if a log is unreadable."""
-    try:
-        entries = list(collect(directory, full=full, message_prefix=message_prefix))
-    except DshAuditError as error:
-        click.echo(f"audit: {error}", err=True)
-        sys.exit(2)
+    check_output(golden_path(directory), inputs=[directory], what="the golden file")   # before the work
+    entries = list(collect(directory, full=full, message_prefix=message_prefix))
     unreadable = [entry for entry in entries if entry.error is not None]
     for entry in unreadable:
-        click.echo(f"audit: {entry.error}", err=True)
+        click.echo(printable(f"audit: {entry.error}"), err=True)
     if unreadable:
-        click.echo(f"audit: {len(unreadable)} unreadable log(s); golden file not written", err=True)
-        sys.exit(2)
+        raise DshAuditError(f"{len(unreadable)} unreadable log(s); golden file not written")
     target = write_golden(directory, golden_document(entries, full=full, message_prefix=message_prefix))
-    click.echo(f"wrote {target}: {len(entries)} log(s), {sum(len(e.requests) for e in entries)} request(s)")
+    click.echo(printable(f"wrote {target}: {len(entries)} log(s), {sum(len(e.requests) for e in entries)} "
+                         "request(s)"))
+    return EXIT_CLEAN
 
 
 @golden.command(name="check")
 @click.argument("directory", type=DIRECTORY)
-@click.option("--junit", "junit_file", type=click.Path(path_type=Path, dir_okay=False),
-              help="Also write a JUnit XML report (one test case per log) to this file.")
-def check_command(directory: Path, junit_file: Path | None) -> None:
+@click.option("--junit", "junit_file", type=click.Path(path_type=Path, allow_dash=True),
+              help="Also write a JUnit XML report (one test case per log) to this file (replaced atomically; "
+                   "its folder is created; - for stdout).")
+def check_command(directory: Path, junit_file: Path | None) -> int:
     """Rebuild every log under DIRECTORY and compare with its golden file, with a per-step diff of what changed."""
+    inputs = [directory, golden_path(directory)]
+    check_output(junit_file, inputs=inputs, what="the JUnit report", create_folder=True)   # before the work
     started = time.perf_counter()
-    try:
-        diffs = check(directory)
-    except DshAuditError as error:
-        click.echo(f"audit: {error}", err=True)
-        sys.exit(2)
+    diffs = check(directory)
     elapsed = (time.perf_counter() - started) / max(len(diffs), 1)
     for diff in diffs:
-        click.echo(f"{'ok' if diff.ok else diff.status.upper():<10} {diff.key}")
+        click.echo(printable(f"{'ok' if diff.ok else diff.status.upper():<10} {diff.key}"))
         for line in diff.lines:
-            click.echo(f"    {line}")
+            click.echo(printable(f"    {line}"))
     changed = sum(diff.status in ("changed", "added", "removed") for diff in diffs)
     unreadable = sum(diff.status == "unreadable" for diff in diffs)
-    click.echo(f"{len(diffs)} log(s) checked against {golden_path(directory)}: {changed} changed, "
-               f"{unreadable} unreadable")
+    click.echo(printable(f"{len(diffs)} log(s) checked against {golden_path(directory)}: {changed} changed, "
+                         f"{unreadable} unreadable"))
     if junit_file is not None:
         cases = [case_for_log(str(directory / diff.key), seconds=elapsed, details="\n".join(diff.lines),
                               error=diff.lines[0] if diff.status == "unreadable" else None,
@@ -77,5 +77,5 @@ def check_command(directory: Path, junit_file: Path | None) -> None:
                               f"{diff.status}: rebuilt requests differ from the golden file",
                               failure_type="golden-diff")
                  for diff in diffs]
-        write_junit(junit_file, "dsh-audit golden check", cases)
-    sys.exit(2 if unreadable else 1 if changed else 0)
+        write_junit(junit_file, "dsh-audit golden check", cases, inputs=inputs)
+    return EXIT_UNREADABLE if unreadable else EXIT_FINDINGS if changed else EXIT_CLEAN

@@ -3,15 +3,15 @@ one file written. Nothing else."""
 
 from __future__ import annotations
 
-import os
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import click
 
-from .cli import ALL_GENERATIONS_OPTION, LOGS_ARGUMENT, SESSION_OPTION, chosen_paths, fail
-from .errors import DshAuditError
+from .cli import ALL_GENERATIONS_OPTION, EXIT_CLEAN, LOGS_ARGUMENT, SESSION_OPTION, chosen_paths
+from .output import check_output, is_stream, write_output
 from .reports.views import count, usd
+from .text import printable
 
 
 def _generator() -> str:
@@ -21,27 +21,20 @@ def _generator() -> str:
         return "dsh-audit"
 
 
-def _writable(out: Path) -> None:
-    folder = out.parent if str(out.parent) else Path(".")
-    if not folder.is_dir():
-        raise DshAuditError(f"cannot write the report: no such folder {folder} (create it first)", path=str(out))
-    if out.is_dir():
-        raise DshAuditError("cannot write the report: it is a folder; name a file, e.g. report.html", path=str(out))
-
-
 @click.command("report", epilog="""\b
 Examples:
   audit report session.v3.jsonl -o report.html    one session: its plot, collapses and findings
   audit report ~/.dsh/sessions -o sessions.html   every session, with a sortable overview table
   audit report --session 3f2a -o 3f2a.html        the session whose id starts with 3f2a
 The file is self-contained: open it from disk, it loads nothing from the network.
-Exit codes: 0 written, 2 unreadable input, an unwritable output or bad usage.""")
+Exit codes: 0 written, 2 unreadable input, an unwritable output or bad usage, 3 internal error,
+130 interrupted.""")
 @LOGS_ARGUMENT
 @SESSION_OPTION
-@click.option("-o", "--out", required=True, type=click.Path(path_type=Path),
-              help="The HTML file to write (its folder must exist).")
+@click.option("-o", "--out", required=True, type=click.Path(path_type=Path, allow_dash=True),
+              help="The HTML file to write (its folder must exist; replaced atomically; - for stdout).")
 @ALL_GENERATIONS_OPTION
-def report(logs: tuple[Path, ...], session: str | None, out: Path, all_generations: bool) -> None:
+def report(logs: tuple[Path, ...], session: str | None, out: Path, all_generations: bool) -> int:
     """One self-contained HTML page for the LOGS (files or directories): per session, its requests' prompt
     tokens split into cache read and miss, each collapse marked with its logged cause, header changes and
     compactions on the same axis, the cumulative cost, and verify's findings; for several sessions a table
@@ -51,27 +44,19 @@ def report(logs: tuple[Path, ...], session: str | None, out: Path, all_generatio
     from .reports.html import findings_frame, render_report, skipped_logs
     from .verify import paused_gc, verify_paths
 
-    try:
-        _writable(out)
-        paths = chosen_paths(logs, session)
-        with paused_gc():
-            cache = build_cache_report(paths, CacheOptions(), all_generations=all_generations)
-            headers = build_header_diff(paths, all_generations=all_generations)
-            verified = list(verify_paths(paths, keep_requests=False, all_generations=all_generations))
-        document = render_report(cache, headers, findings_frame(verified), inputs=[str(p) for p in paths],
-                                 skipped=skipped_logs(verified),
-                                 overview=cache.logs.height > 1 or any(p.is_dir() for p in paths),
-                                 generator=_generator())
-        partial = out.with_name(f".{out.name}.{os.getpid()}.partial")
-        try:
-            partial.write_text(document, encoding="utf-8")
-            partial.replace(out)   # a reader never sees half a report
-        except OSError as error:
-            partial.unlink(missing_ok=True)
-            raise DshAuditError(f"cannot write the report: {error.strerror or error}", path=str(out)) from error
-    except DshAuditError as error:
-        fail(error)
-        return
+    paths = chosen_paths(logs, session)
+    check_output(out, inputs=paths, what="the report")   # before the work
+    with paused_gc():
+        cache = build_cache_report(paths, CacheOptions(), all_generations=all_generations)
+        headers = build_header_diff(paths, all_generations=all_generations)
+        verified = list(verify_paths(paths, keep_requests=False, all_generations=all_generations))
+    document = render_report(cache, headers, findings_frame(verified), inputs=[str(p) for p in paths],
+                             skipped=skipped_logs(verified),
+                             overview=cache.logs.height > 1 or any(p.is_dir() for p in paths),
+                             generator=_generator())
+    size = write_output(out, document, inputs=paths, what="the report")   # a reader never sees half a report
     totals = cache.totals.to_dicts()[0]
-    click.echo(f"wrote {out} ({count(out.stat().st_size)}B): {cache.logs.height} session log(s), "
-               f"{totals['requests']} request(s), {totals['collapses']} collapse(s), cost {usd(totals['costUsd'])}")
+    click.echo(printable(f"wrote {out} ({count(size)}B): {cache.logs.height} session log(s), "
+                         f"{totals['requests']} request(s), {totals['collapses']} collapse(s), "
+                         f"cost {usd(totals['costUsd'])}"), err=is_stream(out))   # not into the page on stdout
+    return EXIT_CLEAN

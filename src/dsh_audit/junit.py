@@ -9,10 +9,8 @@ forbids (control characters, lone surrogates) are shown as \\uXXXX escapes inste
 
 from __future__ import annotations
 
-import os
 import re
 import socket
-import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -20,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePath
 
 from .findings import counts
+from .output import open_output
 from .verify import LogReport
 
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -101,15 +100,9 @@ def junit_tree(suite: str, cases: list[TestCase]) -> ET.ElementTree:
     return ET.ElementTree(suites)
 
 
-def write_junit(path: Path, suite: str, cases: list[TestCase]) -> None:
-    """Write the report atomically (a CI step reading it never sees half a file)."""
-    directory = path.parent if str(path.parent) else Path(".")
-    directory.mkdir(parents=True, exist_ok=True)   # `--junit reports/verify.xml` needs no setup step
-    handle, temporary = tempfile.mkstemp(prefix=".junit.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(handle, "wb") as out:
-            junit_tree(suite, cases).write(out, encoding="utf-8", xml_declaration=True)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+def write_junit(path: Path, suite: str, cases: list[TestCase], *, inputs: Iterable[Path] = ()) -> None:
+    """Write the report by dsh_audit.output's rules: atomically (a CI step reading it never sees half a file),
+    never onto one of `inputs`, through a device such as /dev/null. A missing folder is created:
+    `--junit reports/verify.xml` needs no setup step."""
+    with open_output(path, binary=True, inputs=inputs, what="the JUnit report", create_folder=True) as out:
+        junit_tree(suite, cases).write(out, encoding="utf-8", xml_declaration=True)

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import click
 import polars as pl
 
-from .cli import ALL_GENERATIONS_OPTION, LOGS_ARGUMENT, SESSION_OPTION, chosen_paths, fail
+from .cli import ALL_GENERATIONS_OPTION, EXIT_CLEAN, LOGS_ARGUMENT, SESSION_OPTION, chosen_paths
 from .errors import DshAuditError
 from .progress_bar import byte_progress
 from .reports import cache_view, header_view
@@ -18,16 +18,18 @@ from .reports.cache_report import ROW_KINDS, SCHEMA_VERSION, UNEXPLAINED, CacheO
 from .reports.header_diff import SCHEMA_VERSION as HEADER_SCHEMA_VERSION
 from .reports.header_diff import build_header_diff
 from .reports.prices import Prices, default_table, flat_table, load_table
-from .reports.render import FORMATS, output_format, write_frame
+from .reports.render import FORMATS, check_frame_output, output_format, write_frame
 from .reports.views import terminal
 from .text import printable
 
 EXIT_UNEXPLAINED, EXIT_UNREADABLE = 1, 2
+T = TypeVar("T")
 FORMAT_OPTION = click.option(
     "--format", "fmt", type=click.Choice(FORMATS),
     help="table (for people, the default), csv, json (one document), jsonl (a row per line) or parquet. "
          "Without it, --out's extension decides.")
-OUT_OPTION = click.option("--out", type=click.Path(path_type=Path), help="Write here, not stdout.")
+OUT_OPTION = click.option("--out", type=click.Path(path_type=Path, allow_dash=True),
+                          help="Write here, not stdout (replaced atomically; never an input; - is stdout).")
 WIDE_OPTION = click.option("--wide", is_flag=True, help="The table with every column, whatever the terminal width.")
 
 
@@ -42,7 +44,7 @@ Examples:
   audit header-diff session.jsonl                 what changed at each request/header
   audit header-diff --wide logs/                  every system-prompt diff line, every column
   audit header-diff --out changes.csv logs/       one row per changed field, as CSV
-Exit codes: 0 done, 2 unreadable input or bad usage.""")
+Exit codes: 0 done, 2 unreadable input, unwritable --out or bad usage, 3 internal error, 130 interrupted.""")
 @LOGS_ARGUMENT
 @SESSION_OPTION
 @FORMAT_OPTION
@@ -50,19 +52,18 @@ Exit codes: 0 done, 2 unreadable input or bad usage.""")
 @WIDE_OPTION
 @ALL_GENERATIONS_OPTION
 def header_diff(logs: tuple[Path, ...], session: str | None, fmt: str | None, out: Path | None, wide: bool,
-                all_generations: bool) -> None:
+                all_generations: bool) -> int:
     """What changed between consecutive request headers of each LOG (file or directory): config old -> new,
     tools added, removed or changed, the system prompt as a diff. From format v3 the prompt is the
     system/message head, and its changes are shown too."""
-    try:
-        chosen = output_format(fmt, out)
-        paths = chosen_paths(logs, session)
-        with byte_progress(paths, "header-diff"):
-            frame = build_header_diff(paths, all_generations=all_generations)
-        write_frame(frame, chosen, out, schema="dsh-audit/header-diff", version=HEADER_SCHEMA_VERSION,
-                    table=_emit(lambda: header_view.render(frame, terminal(), wide=wide)))
-    except DshAuditError as error:
-        fail(error)
+    chosen = output_format(fmt, out)
+    paths = chosen_paths(logs, session)
+    check_frame_output(chosen, out, paths)   # before the work
+    with byte_progress(paths, "header-diff"):
+        frame = build_header_diff(paths, all_generations=all_generations)
+    write_frame(frame, chosen, out, schema="dsh-audit/header-diff", version=HEADER_SCHEMA_VERSION,
+                table=_emit(lambda: header_view.render(frame, terminal(), wide=wide)), inputs=paths)
+    return EXIT_CLEAN
 
 
 def _prices(prices_file: Path | None, flat: tuple[float | None, float | None, float | None]) -> Prices | None:
@@ -94,7 +95,8 @@ Examples:
   audit cache-report --no-predict ~/.dsh          logged figures only, linear in the logs
   audit cache-report --rows logs --out logs.csv DIR        one row per log, as CSV
   audit cache-report --fail-on-unexplained DIR    exit 1 when a collapse has no logged cause
-Exit codes: 0 done, 1 an unexplained collapse with --fail-on-unexplained, 2 unreadable input or bad usage.""")
+Exit codes: 0 done, 1 an unexplained collapse with --fail-on-unexplained, 2 unreadable input, unwritable
+--out or bad usage, 3 internal error, 130 interrupted.""")
 @LOGS_ARGUMENT
 @SESSION_OPTION
 @FORMAT_OPTION
@@ -132,35 +134,46 @@ def cache_report(logs: tuple[Path, ...], session: str | None, fmt: str | None, o
                  rows: str, block: int | None, collapse_threshold: float, prices_file: Path | None,
                  price_hit: float | None, price_miss: float | None, price_output: float | None,
                  system_file: Path | None, tools_file: Path | None, sidecars: bool, wire: bool, predict: bool,
-                 fail_on_unexplained: bool, message_prefix: str, all_generations: bool) -> None:
+                 fail_on_unexplained: bool, message_prefix: str, all_generations: bool) -> int:
     """Per model call of each LOG: cache reads, hit ratio, the expected read, collapses and their logged
     causes, and what each call and each collapse cost; a summary per log and overall."""
     flat = _prices(prices_file, (price_hit, price_miss, price_output))
-    try:
-        chosen = output_format(fmt, out)
-        tools = json.loads(tools_file.read_text(encoding="utf-8")) if tools_file else None
-        if tools is not None and not isinstance(tools, list):
-            raise DshAuditError("expected a JSON list of tool schemas", path=str(tools_file))
-        table = flat_table(flat) if flat else load_table(prices_file) if prices_file else None
-        options = CacheOptions(
-            block=block, collapse_ratio=collapse_threshold, prices=table, message_prefix=message_prefix,
-            wire=wire, system=system_file.read_text(encoding="utf-8") if system_file else None, tools=tools,
-            sidecars=sidecars, predict=predict)
-        paths = chosen_paths(logs, session)
-        with byte_progress(paths, "cache-report"):
-            report = build_cache_report(paths, options, all_generations=all_generations)
-        write_frame(report.rows(rows), chosen, out, schema=f"dsh-audit/cache-report/{rows}", version=SCHEMA_VERSION,
-                    table=_emit(lambda: cache_view.render(report, terminal(), wide=wide)))
-    except DshAuditError as error:
-        fail(error)
-        return
-    except (OSError, json.JSONDecodeError) as error:
-        fail(DshAuditError(f"cannot read option file: {error}"))
-        return
+    chosen = output_format(fmt, out)
+    paths = chosen_paths(logs, session)
+    option_files = [file for file in (prices_file, system_file, tools_file) if file is not None]
+    check_frame_output(chosen, out, [*paths, *option_files])   # before the work
+    tools = _option_file(tools_file, json.loads) if tools_file else None
+    if tools is not None and not isinstance(tools, list):
+        raise DshAuditError("expected a JSON list of tool schemas", path=str(tools_file))
+    table = flat_table(flat) if flat else load_table(prices_file) if prices_file else None
+    options = CacheOptions(
+        block=block, collapse_ratio=collapse_threshold, prices=table, message_prefix=message_prefix,
+        wire=wire, system=_option_file(system_file, str) if system_file else None, tools=tools,
+        sidecars=sidecars, predict=predict)
+    with byte_progress(paths, "cache-report"):
+        report = build_cache_report(paths, options, all_generations=all_generations)
+    write_frame(report.rows(rows), chosen, out, schema=f"dsh-audit/cache-report/{rows}", version=SCHEMA_VERSION,
+                table=_emit(lambda: cache_view.render(report, terminal(), wide=wide)),
+                inputs=[*paths, *option_files])
     unexplained = report.requests.filter(pl.col("collapse") & (pl.col("cause") == UNEXPLAINED)).to_dicts()
     if fail_on_unexplained and unexplained:
         named = "; ".join(f"{cache_view.call_name(row)} of {row['log']} (see {cache_view.explain_command(row)})"
                           for row in unexplained[:5])
         more = f"; and {len(unexplained) - 5} more" if len(unexplained) > 5 else ""
         click.echo(printable(f"audit: {len(unexplained)} unexplained cache collapse(s): {named}{more}"), err=True)
-        sys.exit(EXIT_UNEXPLAINED)
+        return EXIT_UNEXPLAINED
+    return EXIT_CLEAN
+
+
+def _option_file(path: Path, parse: Callable[[str], T]) -> T:
+    """An option file (--system-file, --tools-file) read and parsed; one line naming it when it cannot be."""
+    try:
+        return parse(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise DshAuditError(f"cannot read option file: {error.strerror or error}", path=str(path)) from None
+    except UnicodeDecodeError as error:
+        raise DshAuditError(f"cannot read option file: not UTF-8 ({error.reason} at byte {error.start})",
+                            path=str(path)) from None
+    except json.JSONDecodeError as error:
+        raise DshAuditError(f"cannot read option file: not JSON ({error.msg} at line {error.lineno})",
+                            path=str(path)) from None

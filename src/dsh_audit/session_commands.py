@@ -6,15 +6,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import click
 
-from .cli import EXIT_UNREADABLE
-from .errors import DshAuditError
+from .cli import EXIT_CLEAN
 from .readers.home import HOME_ENV, SessionInfo, list_sessions, require_root, session_root
 from .records import LogSource
 from .text import printable
@@ -112,24 +110,22 @@ Examples:
   audit sessions                       the sessions under $DSH_HOME/sessions (else ~/.dsh/sessions)
   audit sessions --limit 5 --format json
   audit verify --session 3f2a          then read one of them by the start of its id
-Exit codes: 0 listed (an unreadable log is a row with its error), 2 the root cannot be read.""")
+Exit codes: 0 listed (an unreadable log is a row with its error), 2 the root cannot be read, 3 internal
+error, 130 interrupted.""")
 @click.option("--root", type=click.Path(path_type=Path), default=None,
               help=f"Session root to list (default: ${HOME_ENV}/sessions, else ~/.dsh/sessions, as dsh keeps them).")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the N most recently active sessions.")
-def sessions(root: Path | None, fmt: str, limit: int | None) -> None:
+def sessions(root: Path | None, fmt: str, limit: int | None) -> int:
     """List the sessions dsh keeps, newest first: id, last activity, generation, requests, cost, size, cwd.
 
     Pass an id (or its start) to another command with --session."""
     chosen = root if root is not None else session_root(os.environ)
-    try:
-        require_root(chosen, other=None if root is not None else "use --root")
-        infos = list_sessions(chosen, limit=limit, tally=_tally)
-    except DshAuditError as error:
-        click.echo(printable(f"audit: {error}"), err=True)
-        sys.exit(EXIT_UNREADABLE)
+    require_root(chosen, other=None if root is not None else "use --root")
+    infos = list_sessions(chosen, limit=limit, tally=_tally)
     if fmt == "json":
         document = {"root": str(chosen), "sessions": [session_json(info) for info in infos]}
         click.echo(printable(json.dumps(document, indent=2, ensure_ascii=False)))
     else:
         click.echo(render_table(infos, chosen))
+    return EXIT_CLEAN

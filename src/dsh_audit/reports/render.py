@@ -3,20 +3,21 @@ versioned column schema, or the report's own human view. The one output path eve
 
 JSON is one document: {"schema": NAME, "version": N, "rows": [...]}; JSON Lines one row object per line;
 Parquet carries the schema name and version in its metadata; CSV is its header and rows. `--out FILE`
-infers the format from the file's extension when no --format is given.
+infers the format from the file's extension when no --format is given; `--out -` is stdout. Files are written
+by dsh_audit.output's rules (docs/outputs.md).
 """
 
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import polars as pl
 
 from ..errors import DshAuditError
+from ..output import check_output, is_stream, open_output
 from ..text import printable_row
 
 FORMATS = ("table", "csv", "json", "jsonl", "parquet")
@@ -34,12 +35,12 @@ def rows_frame(rows: list[dict[str, Any]], schema: dict[str, Any]) -> pl.DataFra
 
 
 def output_format(fmt: str | None, out: Path | None) -> str:
-    """The format asked for, else the one `out`'s extension names, else the table."""
+    """The format asked for, else the one `out`'s extension names, else the table (also for `--out -`)."""
     if fmt is not None:
         if fmt not in FORMATS:
             raise DshAuditError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
         return fmt
-    if out is None:
+    if out is None or is_stream(out):
         return "table"
     inferred = _BY_EXTENSION.get(out.suffix.lower())
     if inferred is None:
@@ -48,38 +49,44 @@ def output_format(fmt: str | None, out: Path | None) -> str:
     return inferred
 
 
-def _check_destination(out: Path) -> None:
-    parent = out.parent if str(out.parent) else Path(".")
-    if not parent.is_dir():
-        raise DshAuditError(f"the folder {parent} does not exist (create it first)", path=str(out))
-    if out.is_dir():
-        raise DshAuditError("is a directory; --out takes a file", path=str(out))
+def check_frame_output(fmt: str, out: Path | None, inputs: Iterable[Path]) -> None:
+    """Refuse a bad destination before the report is built (dsh_audit.output's rules)."""
+    if fmt == "parquet" and out is None:
+        raise DshAuditError("--format parquet needs --out FILE (or --out - for stdout)")
+    check_output(out, inputs=inputs, what="--out")
+
+
+def _json_rows(frame: pl.DataFrame, schema: str, version: int, handle: IO[str]) -> None:
+    """The document json.dumps({"schema", "version", "rows"}, indent=1) gives, written a row at a time."""
+    head = json.dumps({"schema": schema, "version": version}, ensure_ascii=False, indent=1)
+    handle.write(head[:-2] + ',\n "rows": [')
+    for index, row in enumerate(frame.iter_rows(named=True)):
+        text = json.dumps(row, ensure_ascii=False, indent=1).replace("\n", "\n  ")
+        handle.write(("," if index else "") + "\n  " + text)
+    handle.write("\n ]\n}\n" if frame.height else "]\n}\n")
 
 
 def write_frame(frame: pl.DataFrame, fmt: str, out: Path | None, *, schema: str, version: int,
-                table: Callable[[], str]) -> None:
-    """Write one row kind to `out`, or to stdout when `out` is None (Parquet is binary: it needs a file).
-    `table` renders the human view, called only when that is the format."""
-    if out is not None:
-        _check_destination(out)
-    if fmt == "parquet":
-        if out is None:
-            raise DshAuditError("--format parquet needs --out FILE")
-        frame.write_parquet(out, metadata={"dsh-audit-schema": schema, "dsh-audit-schema-version": str(version)})
-        return
-    if fmt == "csv":
-        text = frame.write_csv()
-    elif fmt == "json":
-        text = json.dumps({"schema": schema, "version": version, "rows": frame.to_dicts()},
-                          ensure_ascii=False, indent=1) + "\n"
-    elif fmt == "jsonl":
-        text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in frame.to_dicts())
-    elif fmt == "table":
-        text = table()
-    else:
+                table: Callable[[], str], inputs: Iterable[Path] = ()) -> None:
+    """Write one row kind to `out`, or to stdout when `out` is None or `-` (Parquet is binary: it needs --out).
+    `table` renders the human view, called only when that is the format. The file is written by
+    dsh_audit.output's rules: beside it, then renamed; never onto one of `inputs`."""
+    if fmt not in FORMATS:
         raise DshAuditError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
-    if out is None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    else:
-        out.write_text(text, encoding="utf-8")
+    check_frame_output(fmt, out, inputs)
+    if fmt == "parquet":
+        with open_output(out, binary=True, inputs=inputs, what="--out") as binary:
+            frame.write_parquet(binary, metadata={"dsh-audit-schema": schema,
+                                                  "dsh-audit-schema-version": str(version)})
+        return
+    text = table() if fmt == "table" else None   # rendered before the output is opened: a failure writes nothing
+    with open_output(out, inputs=inputs, what="--out") as handle:
+        if text is not None:
+            handle.write(text)
+        elif fmt == "csv":
+            handle.write(frame.write_csv())
+        elif fmt == "json":
+            _json_rows(frame, schema, version, handle)
+        else:
+            for row in frame.iter_rows(named=True):
+                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
