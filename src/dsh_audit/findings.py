@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .text import display
+
 
 @dataclass(frozen=True, slots=True)
 class Finding:
@@ -18,11 +20,12 @@ class Finding:
     log: str | None = None
 
     def render(self) -> str:
+        """One line: log text in it (a label, an event type, a quoted value) shown escaped (dsh_audit.text)."""
         where = self.log or ""
         if self.line is not None:
             where += f":{self.line}"
         parts = [p for p in (where, f"seq {self.seq}" if self.seq is not None else None, self.event_type) if p]
-        return f"{': '.join(parts)}: {self.severity} [{self.code}] {self.message}"
+        return display(f"{': '.join(parts)}: {self.severity} [{self.code}] {self.message}")
 
 
 # How checks report: (code, message, *, seq, event_type, rejects=False, severity="error"); see FindingSink.

@@ -42,8 +42,9 @@ class Cause:
 @dataclass(frozen=True, slots=True)
 class RequestParts:
     """A request body by reference: O(1) to keep, O(request) to serialize, so a consumer that needs few bodies
-    (cache-report at prefix breaks) builds only those. The surface appends to its message list in place and
-    swaps in a new list on a replace, so the first `count` messages of `surface` stay as they were dispatched."""
+    (cache-report at prefix breaks) builds only those. `surface` is the surface's message list, taken with
+    `Surface.pinned_visible`: the surface appends to it in place but never changes what it holds (a replace
+    after it was taken swaps in a new list), so its first `count` messages stay as they were dispatched."""
 
     header: HeaderSnapshot
     prefix: list[bytes]      # the header's prepended messages (v0 messagePrefix), serialized
@@ -306,7 +307,8 @@ class RequestFold:
             prefix = self._prefix_messages(header, request)
             request.sha256 = self._digest(header, prefix)
             if self.bodies or self.parts:
-                parts = RequestParts(header, prefix, self.surface.visible, len(self.surface.visible))
+                visible = self.surface.pinned_visible()   # a later replace leaves this list as it is
+                parts = RequestParts(header, prefix, visible, len(visible))
                 request.parts = parts if self.parts else None
                 request.body = parts.body() if self.bodies else None
         self._attribute(request, header)

@@ -9,6 +9,7 @@ Each node's message is projected and serialized once, when it joins the surface.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from typing import Any
 
 from .jsjson import dumps_bytes
@@ -88,7 +89,14 @@ class Surface:
 
     With `protect_head` (v3 on, where the system prompt is a surface node): a system/message at node 0 is the
     protected head. Only a system/message over exactly that node may rewrite it (so compactions start after
-    it), and a system/message joins a non-empty surface only behind such a head."""
+    it), and a system/message joins a non-empty surface only behind such a head.
+
+    A replace costs what it shadows, not what the surface holds: each live node has an order key (strictly
+    increasing along the surface; a replacing node takes its first shadowed node's key), so a node's position
+    is a dictionary lookup and a bisection, and `visible` is spliced, never rebuilt. `visible` is changed in
+    place unless it was handed out by `pinned_visible` since it was last copied: then a replace swaps in a new
+    list, so a list handed out keeps the messages it had (RequestParts relies on it). Appends are always in
+    place, which a holder of the list does not see past its own count."""
 
     def __init__(self, *, protect_head: bool = False) -> None:
         self.protect_head = protect_head
@@ -99,6 +107,17 @@ class Surface:
         self.tool_results: dict[int, Any] = {}          # node seq -> data, kept for rewrite checks
         self.generation = 0                              # bumps on every replace
         self.visible: list[bytes] = []                   # serialized messages in surface order
+        self._keys: list[int] = []           # order key of each node, parallel to `nodes`
+        self._visible_keys: list[int] = []   # order key of the node behind each message, parallel to `visible`
+        self._key_of: dict[int, int] = {}    # live node seq -> key of its first occurrence
+        self._repeated: set[int] = set()     # seqs live more than once (a malformed log repeats seqs)
+        self._next_key = 0
+        self._pinned = False
+
+    def pinned_visible(self) -> list[bytes]:
+        """`visible`, for a holder that keeps it: the next replace leaves this list's messages as they are."""
+        self._pinned = True
+        return self.visible
 
     def append(self, seq: int, event: dict[str, Any]) -> None:
         check_provenance(event, seq, [])
@@ -111,22 +130,37 @@ class Surface:
                 raise SurfaceError("system/message requires a protected first surface head (a system/message at "
                                    "node 0)", "system-head")
         self._admit(seq, event)
+        key = self._next_key
+        self._next_key += 1
         self.nodes.append(seq)
+        self._keys.append(key)
+        self._enter(seq, key)
         message = self.messages[seq]
         if message is not None:
             self.visible.append(message)
+            self._visible_keys.append(key)
+
+    def _enter(self, seq: int, key: int) -> None:
+        first = self._key_of.get(seq)
+        if first is None:
+            self._key_of[seq] = key
+        else:
+            self._key_of[seq] = min(first, key)
+            self._repeated.add(seq)
+
+    def _position(self, seq: int) -> int | None:
+        """Where the first live node `seq` is, as list.index would say; None when it is not live."""
+        key = self._key_of.get(seq)
+        return None if key is None else bisect_left(self._keys, key)
 
     def replace(self, seq: int, event: dict[str, Any], op: dict[str, Any]) -> list[int]:
         start, end = op["startSeq"], op["endSeq"]
-        try:
-            i = self.nodes.index(start)
-        except ValueError:
-            raise SurfaceError(f"surface replace: start seq {start} not found in surface",
-                               "replace-missing-node") from None
-        try:
-            j = self.nodes.index(end)
-        except ValueError:
-            raise SurfaceError(f"surface replace: end seq {end} not found in surface", "replace-missing-node") from None
+        i = self._position(start)
+        if i is None:
+            raise SurfaceError(f"surface replace: start seq {start} not found in surface", "replace-missing-node")
+        j = self._position(end)
+        if j is None:
+            raise SurfaceError(f"surface replace: end seq {end} not found in surface", "replace-missing-node")
         if i > j:
             raise SurfaceError(f"surface replace: start seq {start} (index {i}) is after end seq {end} (index {j})")
         shadowed = self.nodes[i:j + 1]
@@ -144,13 +178,42 @@ class Surface:
         if i == 0 and self.protect_head:
             self.head_is_system = event.get("type") == "system/message"
             self.head_message = derive_message(event) if self.head_is_system else None
+        key, last = self._keys[i], self._keys[j]
         self.nodes[i:j + 1] = [seq]
+        self._keys[i:j + 1] = [key]
         for node in shadowed:
             self.messages.pop(node, None)
             self.tool_results.pop(node, None)
+            if node not in self._repeated:
+                del self._key_of[node]
+        if self._repeated:
+            self._requeue(shadowed)
+        self._enter(seq, key)
         self.generation += 1
-        self.visible = [m for m in (self.messages[node] for node in self.nodes) if m is not None]
+        message = self.messages[seq]
+        low, high = bisect_left(self._visible_keys, key), bisect_right(self._visible_keys, last)
+        joined = [] if message is None else [message]
+        self._visible_keys[low:high] = [key] if joined else []
+        if self._pinned:   # a holder keeps the old list as it is: copy, once until it is handed out again
+            self.visible = [*self.visible[:low], *joined, *self.visible[high:]]
+            self._pinned = False
+        else:
+            self.visible[low:high] = joined
         return shadowed
+
+    def _requeue(self, shadowed: list[int]) -> None:
+        """A malformed log's repeated seqs: point each shadowed one at its first remaining occurrence (a scan, on
+        this path only)."""
+        for node in shadowed:
+            if node in self._repeated:
+                positions = [k for k, live in enumerate(self.nodes) if live == node]
+                if positions:
+                    self._key_of[node] = self._keys[positions[0]]
+                    if len(positions) == 1:
+                        self._repeated.discard(node)
+                else:
+                    self._key_of.pop(node, None)
+                    self._repeated.discard(node)
 
     def _admit(self, seq: int, event: dict[str, Any]) -> None:
         message = derive_message(event)

@@ -13,7 +13,7 @@ import difflib
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -21,9 +21,11 @@ from typing import Any
 import polars as pl
 from deepdiff import DeepDiff
 
+from ..errors import DshAuditError, LogReadError
 from ..header import HeaderSnapshot, is_placeholder, system_text
 from ..jsjson import dumps
 from ..readers import discover, open_logs
+from ..readers.progress import watching
 from ..records import LogSource
 from ..walker import Walker
 from .render import rows_frame
@@ -45,58 +47,126 @@ class Snapshot:
 
 @dataclass(slots=True)
 class LogHeaders:
-    """What header-diff needs from one log: its snapshots, and where its events first name other sessions."""
+    """One log of a run, before it is walked: its session header, and how to read it again. Only the first
+    pass (the headers of a run, to match forks) opens every log, one at a time; each is walked later."""
 
     label: str
     file: Path
     session: dict[str, Any]
     generation: int
-    snapshots: list[Snapshot] = field(default_factory=list)
-    mentions: dict[str, int] = field(default_factory=dict)
+    reopen: Callable[[], LogSource] | None = field(default=None, repr=False)
+    kept: LogSource | None = field(default=None, repr=False)   # a source that cannot be reopened (a pipe)
 
     @property
     def session_id(self) -> str:
         return str(self.session.get("id"))
 
-    def in_force_before(self, seq: int) -> Snapshot | None:
-        found = None
-        for snap in self.snapshots:
-            if snap.seq < seq:
-                found = snap
-        return found
+    def open(self) -> LogSource:
+        if self.kept is not None:
+            source, self.kept = self.kept, None
+            return source
+        if self.reopen is None:
+            raise LogReadError("header-diff must read this log twice (a fork cycle), and it can be read only once",
+                               path=self.label)
+        return self.reopen()
 
 
-def collect_headers(source: LogSource, file: Path, watch_ids: frozenset[str] = frozenset()) -> LogHeaders:
-    """Walk one log (so legacy events are upgraded and refused ones skipped, as the reference does), keeping
-    each header snapshot the fold takes, with the turn and step it falls in. From v3 a new system head under
-    the same header is a snapshot of its own (reason "system/message")."""
+@dataclass(slots=True)
+class ForkPoints:
+    """What a parent's walk leaves for its children: the snapshot in force at each fork point asked for, not
+    every snapshot (a log of header churn holds one snapshot per event)."""
+
+    seeds: dict[int, Snapshot | None] = field(default_factory=dict)   # seedLength -> last snapshot before it
+    mentions: dict[str, tuple[int, Snapshot | None]] = field(default_factory=dict)  # child id -> (seq, in force)
+    last: Snapshot | None = None
+
+
+def _headers(file: Path) -> list[LogHeaders]:
+    """The logs a file holds, each closed again before the next is opened (a store's sessions hold no file
+    until read; a pipe cannot be reopened, so it stays open, to be walked once). A progress bar counts the
+    walks, not this pass."""
+    logs = []
+    with watching(lambda _label, _position: None):
+        for source in open_logs(file):
+            log = LogHeaders(source.label, file, source.header, source.generation.version, source.reopen)
+            if source.reopen is None:
+                log.kept = source
+            else:
+                _close(source)
+            logs.append(log)
+    return logs
+
+
+def _close(source: LogSource) -> None:
+    """Release what a source holds open. A reader closes its file when the records are read to the end or
+    closed, but a generator closed before it started runs no cleanup: so one record is read first (the
+    walk reads it again, and reports what is wrong with it)."""
+    records = source.records(expand=False)
+    close = getattr(records, "close", None)
+    if close is None:
+        return
+    try:
+        next(records, None)
+    except DshAuditError:
+        pass
+    finally:
+        close()
+
+
+def _walk(log: LogHeaders, start: tuple[Snapshot | None, str | None], *, seeds: Iterable[int] = (),
+          watch: Iterable[str] = (), rows: list[dict[str, Any]] | None = None) -> ForkPoints:
+    """Walk one log (so legacy events are upgraded and refused ones skipped, as the reference does), taking each
+    header snapshot the fold takes, with the turn and step it falls in, and diffing it against the one before
+    at once (`rows`, when given, receives the changes): only the latest snapshot is kept. From v3 a new system
+    head under the same header is a snapshot of its own (reason "system/message").
+
+    `start` is what the first snapshot is diffed against: a fork parent's snapshot, with the `against` text.
+    `seeds` and `watch` ask for the fork points of this log's children: the snapshot in force before a
+    seedLength, and the one in force at the first event naming a child's session id."""
+    source = log.open()
     in_surface = source.generation.system_prompt == "surface"
-    result = LogHeaders(label=source.label, file=file, session=source.header, generation=source.generation.version)
+    points = ForkPoints(seeds=dict.fromkeys(seeds))
+    unsettled = sorted(points.seeds)   # seed lengths not yet reached, smallest first
+    pending = set(watch)
+    previous, against = start
     turn: int | None = None
     step: int | None = None
     walker = Walker(source, on_finding=lambda _finding: None)
     seen: tuple[HeaderSnapshot | None, str] = (None, "")
+    head_of: tuple[Any, str] = (None, "")   # (head message, its text): the text is joined once per head
+    settled = 0
     for walked in walker:
         event, record = walked.event or {}, walked.record
         if record is None:
             continue
+        while settled < len(unsettled) and unsettled[settled] <= record.seq:   # in force before the seed
+            points.seeds[unsettled[settled]] = points.last
+            settled += 1
         raw_data = event.get("data")
         data: dict[str, Any] = raw_data if isinstance(raw_data, dict) else {}
         if event.get("type") == "turn/start":
             turn, step = _int(data.get("turn")), None
         elif event.get("type") == "step/start":
             step = _int(data.get("step"))
-        header, head = walker.header, system_text(walker.system_head)
+        header, message = walker.header, walker.system_head
+        if message is not head_of[0]:
+            head_of = (message, system_text(message))
+        head = head_of[1]
         if header is not None and (header is not seen[0] or head != seen[1]):
             shown = header if header is not seen[0] else replace(header, reason="system/message")
-            result.snapshots.append(Snapshot(record.seq, turn, step, _with_head(shown, head, in_surface)))
+            snap = Snapshot(record.seq, turn, step, _with_head(shown, head, in_surface))
+            if rows is not None:
+                rows.extend(_snapshot_rows(log, snap, previous, against))
+            previous, against, points.last = snap, None, snap
         seen = (header, head)
-        if watch_ids:
+        if pending:
             text = json.dumps(record.event)
-            for session_id in watch_ids - result.mentions.keys():
-                if session_id in text:
-                    result.mentions[session_id] = record.seq
-    return result
+            for session_id in [session_id for session_id in pending if session_id in text]:
+                pending.discard(session_id)
+                points.mentions[session_id] = (record.seq, points.last)
+    for seed in unsettled[settled:]:
+        points.seeds[seed] = points.last
+    return points
 
 
 def _with_head(header: HeaderSnapshot, head: str, in_surface: bool) -> HeaderSnapshot:
@@ -168,13 +238,22 @@ def _diff_system(old: Any, new: Any) -> list[Change]:
         return [_unverifiable("system", old, new)]
     if old == new:
         return []
-    before, after = (v.splitlines() if isinstance(v, str) else [] for v in (old, new))
+    before, after = (_lines(v) if isinstance(v, str) else [] for v in (old, new))
     lines = [line for line in difflib.unified_diff(before, after, lineterm="", n=0)
              if not line.startswith(("---", "+++"))]
     added = sum(1 for line in lines if line.startswith("+"))
     removed = sum(1 for line in lines if line.startswith("-"))
     return [_row("system", _presence(old, new), before=f"{len(before)} lines", after=f"{len(after)} lines",
                  path=f"+{added} -{removed} lines", detail="\n".join(lines))]
+
+
+def _lines(text: str) -> list[str]:
+    """A prompt's lines, split at newlines only: a CR or another separator in a line is data, kept (and shown
+    escaped by the view), not a line break of its own."""
+    if not text:
+        return []
+    lines = text.split("\n")
+    return lines[:-1] if text.endswith("\n") else lines
 
 
 def _tool_map(tools: Any) -> dict[str, Any]:
@@ -270,56 +349,97 @@ def find_parent(child: LogHeaders, run: list[LogHeaders]) -> tuple[LogHeaders, s
     return None
 
 
-def fork_snapshot(child: LogHeaders, parent: LogHeaders) -> tuple[Snapshot | None, str]:
-    """The parent's snapshot in force at the fork: before the child's seedLength when it has one (a
-    seeded child replays the parent's first seedLength events), else before the parent's first event
+def _fork_start(child: LogHeaders, parent: LogHeaders, matched: str, points: ForkPoints
+                ) -> tuple[Snapshot | None, str | None]:
+    """The parent's snapshot in force at the fork, and how it was found: before the child's seedLength when it
+    has one (a seeded child replays the parent's first seedLength events), else at the parent's first event
     naming the child's session id (the spawn), else the parent's last snapshot."""
-    seed = child.session.get("seedLength")
-    if isinstance(seed, int) and not isinstance(seed, bool):
-        return parent.in_force_before(seed), f"seedLength {seed}"
-    mention = parent.mentions.get(child.session_id)
-    if mention is not None:
-        return parent.in_force_before(mention + 1), f"spawn at parent seq {mention}"
-    return (parent.snapshots[-1] if parent.snapshots else None), "parent's last snapshot (fork point unknown)"
+    seed = _seed(child)
+    if seed is not None:
+        snap, basis = points.seeds.get(seed), f"seedLength {seed}"
+    elif child.session_id in points.mentions:
+        mention, snap = points.mentions[child.session_id]
+        basis = f"spawn at parent seq {mention}"
+    else:
+        snap, basis = points.last, "parent's last snapshot (fork point unknown)"
+    against = f"parent {parent.file.name} seq {snap.seq} ({basis}; matched by {matched})" if snap else None
+    return snap, against
 
 
-def log_rows(log: LogHeaders, parent: tuple[LogHeaders, str] | None) -> Iterator[dict[str, Any]]:
-    previous: Snapshot | None = None
-    against: str | None = None
-    if parent is not None:
-        previous, basis = fork_snapshot(log, parent[0])
-        against = (f"parent {parent[0].file.name} seq {previous.seq} ({basis}; matched by {parent[1]})"
-                   if previous else None)
-    for snap in log.snapshots:
-        base = {"log": log.label, "generation": log.generation, "sessionId": log.session_id, "seq": snap.seq,
-                "turn": snap.turn, "step": snap.step, "reason": snap.header.reason,
-                "against": against if against is not None else (f"seq {previous.seq}" if previous else None)}
-        if previous is None:
-            scrubbed = snap.header.placeholders
-            yield {**base, **_row(None, "initial", detail=f"scrubbed: {', '.join(scrubbed)}" if scrubbed else None)}
-        else:
-            changes = diff_headers(previous.header, snap.header)
-            verifiable = [c for c in changes if c["change"] != "unverifiable"]
-            if not verifiable:
-                unverified = [c["field"] for c in changes]
-                yield {**base, **_row(None, "unchanged", detail=f"but {', '.join(unverified)} unverifiable"
-                                      if unverified else None)}
-            for change in changes:
-                yield {**base, **change}
-        previous, against = snap, None
+def _seed(log: LogHeaders) -> int | None:
+    seed = log.session.get("seedLength")
+    return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
+
+
+def _snapshot_rows(log: LogHeaders, snap: Snapshot, previous: Snapshot | None,
+                   against: str | None) -> list[dict[str, Any]]:
+    base = {"log": log.label, "generation": log.generation, "sessionId": log.session_id, "seq": snap.seq,
+            "turn": snap.turn, "step": snap.step, "reason": snap.header.reason,
+            "against": against if against is not None else (f"seq {previous.seq}" if previous else None)}
+    if previous is None:
+        scrubbed = snap.header.placeholders
+        return [{**base, **_row(None, "initial", detail=f"scrubbed: {', '.join(scrubbed)}" if scrubbed else None)}]
+    changes = diff_headers(previous.header, snap.header)
+    rows = []
+    if not any(c["change"] != "unverifiable" for c in changes):
+        unverified = [c["field"] for c in changes]
+        rows.append({**base, **_row(None, "unchanged", detail=f"but {', '.join(unverified)} unverifiable"
+                                    if unverified else None)})
+    rows.extend({**base, **change} for change in changes)
+    return rows
+
+
+def _run_rows(members: list[LogHeaders]) -> list[dict[str, Any]]:
+    """The rows of one run, log by log in the run's order. A parent is walked before its children (it leaves
+    them their fork points); each log is walked once, and only a fork cycle (ids that name each other) walks a
+    parent twice."""
+    index = {id(log): k for k, log in enumerate(members)}
+    parents: list[tuple[int, str] | None] = []
+    seeds: list[set[int]] = [set() for _ in members]
+    watch: list[set[str]] = [set() for _ in members]
+    for child in members:
+        found = find_parent(child, members)
+        parents.append(None if found is None else (index[id(found[0])], found[1]))
+        if found is not None:
+            seed = _seed(child)
+            if seed is not None:
+                seeds[index[id(found[0])]].add(seed)
+            else:
+                watch[index[id(found[0])]].add(child.session_id)
+    points: dict[int, ForkPoints] = {}
+    rows: dict[int, list[dict[str, Any]]] = {}
+
+    def walk(k: int) -> None:
+        start: tuple[Snapshot | None, str | None] = (None, None)
+        parent = parents[k]
+        if parent is not None:
+            p, matched = parent
+            fork = points.get(p)
+            if fork is None:   # a cycle: its parent is walked for the fork points alone
+                fork = _walk(members[p], (None, None), seeds=seeds[p], watch=watch[p])
+            start = _fork_start(members[k], members[p], matched, fork)
+        rows[k] = []
+        points[k] = _walk(members[k], start, seeds=seeds[k], watch=watch[k], rows=rows[k])
+
+    for k in range(len(members)):
+        chain: list[int] = []   # k and its ancestors not walked yet, up to a walked one, a root or a cycle
+        j: int | None = k
+        while j is not None and j not in points and j not in chain:
+            chain.append(j)
+            parent = parents[j]
+            j = parent[0] if parent is not None else None
+        for walked in reversed(chain):
+            walk(walked)
+    return [row for k in range(len(members)) for row in rows[k]]
 
 
 def build_header_diff(paths: Iterable[str | os.PathLike[str]], *, all_generations: bool = False) -> pl.DataFrame:
-    """The header-diff report over every log at `paths` (files or directories)."""
-    files = discover(paths, all_generations=all_generations)
-    runs: dict[Path, list[tuple[Path, LogSource]]] = {}
-    for file in files:
-        for source in open_logs(file):
-            runs.setdefault(_run_key(file), []).append((file, source))
-    rows: list[dict[str, Any]] = []
-    for members in runs.values():
-        ids = frozenset(str(s.header.get("id")) for _, s in members)
-        logs = [collect_headers(source, file, ids) for file, source in members]
-        for log in logs:
-            rows.extend(log_rows(log, find_parent(log, logs)))
+    """The header-diff report over every log at `paths` (files or directories). One log file is open at a
+    time, and memory holds the rows, one run's session headers and, per log walked, its latest snapshot and
+    its children's fork points."""
+    runs: dict[Path, list[LogHeaders]] = {}
+    for file in discover(paths, all_generations=all_generations):
+        for log in _headers(file):
+            runs.setdefault(_run_key(file), []).append(log)
+    rows = [row for members in runs.values() for row in _run_rows(members)]
     return rows_frame(rows, COLUMNS) if rows else pl.DataFrame(schema=COLUMNS)

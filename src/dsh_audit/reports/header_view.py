@@ -66,7 +66,7 @@ def _change(row: dict[str, Any], term: Terminal, wide: bool) -> list[str]:
 def _system(row: dict[str, Any], term: Terminal, wide: bool) -> list[str]:
     lines = wrap(f"system prompt {row['change']}: {row['before']} -> {row['after']} ({row['path']})",
                  term.width, "    ")
-    diff = (row["detail"] or "").splitlines()
+    diff = row["detail"].split("\n") if row["detail"] else []   # the diff's lines (a \r in one is shown escaped)
     shown = diff if wide else diff[:DIFF_LINES]
     for line in shown:
         color = "green" if line.startswith("+") else "red" if line.startswith("-") else "cyan"

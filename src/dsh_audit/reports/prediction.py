@@ -15,7 +15,10 @@ Scrubbed parts of a header are replaced by supplied real content or left out and
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,15 +49,68 @@ class RealHeader:
     origin: str = "supplied"
 
 
+SIDECAR_LIMIT = 16 * 1024 * 1024   # bytes: a saved prompt or tool schemas, never more
+
+
 def sidecar_header(log: Path) -> RealHeader:
-    """The pinned-scenario sidecars beside a log (the saved prompt gained a trailing newline: drop it)."""
+    """The pinned-scenario sidecars beside a log (the saved prompt gained a trailing newline: drop it). Read
+    only with --sidecars, and only as regular files directly in the log's own folder (see `read_sidecar`)."""
+    if str(log) == "-":   # standard input has no folder
+        return RealHeader(origin="sidecar")
     prompts = sorted(log.parent.glob("system-prompt*.expected.md"))
     schemas = sorted(log.parent.glob("tool-schemas*.expected.json"))
-    system = prompts[0].read_text(encoding="utf-8").removesuffix("\n") if prompts else None
-    tools: Any = json.loads(schemas[0].read_text(encoding="utf-8")) if schemas else None
+    system = read_sidecar(prompts[0]).removesuffix("\n") if prompts else None
+    tools: Any = None
+    if schemas:
+        try:
+            tools = json.loads(read_sidecar(schemas[0]))
+        except json.JSONDecodeError as error:
+            raise DshAuditError(f"sidecar is not JSON: {error.msg} (line {error.lineno}, column {error.colno})",
+                                path=str(schemas[0])) from None
+        except RecursionError:
+            raise DshAuditError("sidecar is not JSON dsh-audit can read: nested too deep",
+                                path=str(schemas[0])) from None
     if isinstance(tools, dict):  # keyed by header reason; the first is the initial header's
         tools = next(iter(tools.values()), None)
     return RealHeader(system, tools if isinstance(tools, list) else None, "sidecar")
+
+
+def read_sidecar(path: Path, limit: int = SIDECAR_LIMIT) -> str:
+    """A sidecar's text. A file planted beside a log must not put another file into the report, nor hang the
+    run: never through a symbolic link (lstat, then O_NOFOLLOW), only a regular file (a FIFO is opened without
+    blocking, then refused; a device is refused), at most `limit` bytes, UTF-8. Any failure is a one-line
+    error naming the sidecar (exit 2)."""
+    def refuse(why: str) -> DshAuditError:
+        return DshAuditError(f"sidecar {why}; --sidecars reads only regular files directly beside the log",
+                             path=str(path))
+
+    try:
+        info = path.lstat()
+    except OSError as error:
+        raise refuse(f"cannot be read: {error.strerror}") from None
+    if stat.S_ISLNK(info.st_mode):
+        raise refuse("is a symbolic link")
+    if not stat.S_ISREG(info.st_mode):
+        raise refuse("is not a regular file")
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as error:
+        raise refuse("is a symbolic link" if error.errno == errno.ELOOP else f"cannot be read: {error.strerror}"
+                     ) from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):   # swapped since the lstat
+            raise refuse("is not a regular file")
+        try:
+            data = handle.read(limit + 1)
+        except OSError as error:
+            raise refuse(f"cannot be read: {error.strerror}") from None
+    if len(data) > limit:
+        raise refuse(f"is larger than {limit // (1024 * 1024)} MiB")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise DshAuditError(f"sidecar is not UTF-8 text (byte {error.start})", path=str(path)) from None
 
 
 @dataclass(slots=True)

@@ -2,6 +2,10 @@
 width (columns dropped in order of importance when it is narrow; `wide` keeps them all), colour only where the
 terminal takes it (never with NO_COLOR or into a pipe), and a closing summary that answers the question.
 Machine formats are in dsh_audit.reports.render; these views are for people only.
+
+Text from a log is data, never terminal control: every cell, `fit` and `wrap` show it through
+`dsh_audit.text.display` (control and bidi characters, line breaks and tabs escaped) before measuring it, so
+a value can neither forge a row nor move the cursor, and widths count what is shown.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import click
+
+from ..text import display
 
 EMPTY = "–"
 
@@ -92,7 +98,7 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[Column], *, width: i
     """Rows as aligned text lines no wider than `width` (unless `wide`): columns of the highest rank go first,
     then free text is cut. `emphasis` may colour a formatted line (widths are measured before it)."""
     kept = list(columns)
-    cells = [[column.cell(row) for column in kept] for row in rows]
+    cells = [[display(column.cell(row)) for column in kept] for row in rows]
 
     def widths() -> list[int]:
         return [max([len(column.title), *(len(line[i]) for line in cells)]) for i, column in enumerate(kept)]
@@ -128,12 +134,14 @@ def _line(values: Sequence[str], columns: Sequence[Column], sizes: Sequence[int]
 
 
 def fit(text: str, width: int) -> str:
-    """One line cut to `width` with an ellipsis."""
+    """One line cut to `width` with an ellipsis (log text shown escaped)."""
+    text = display(text)
     return text if len(text) <= width else text[: max(0, width - 1)] + "…"
 
 
 def wrap(text: str, width: int, indent: str = "  ") -> list[str]:
     """Text wrapped to the terminal at spaces; a word longer than a line (a path, a command) is split, so no
-    line is wider than the terminal and nothing is lost."""
-    return textwrap.wrap(text, width=max(20, width), initial_indent=indent, subsequent_indent=indent + "  ",
+    line is wider than the terminal and nothing is lost. Log text is shown escaped: a line break or a
+    control character in it is shown, never acted on."""
+    return textwrap.wrap(display(text), width=max(20, width), initial_indent=indent, subsequent_indent=indent + "  ",
                          break_on_hyphens=False, break_long_words=True) or [indent]
