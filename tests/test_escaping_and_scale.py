@@ -120,6 +120,18 @@ def test_the_sessions_table_shows_log_text_escaped(tmp_path: Path) -> None:
     assert not ACTIVE.search(done.stdout + done.stderr), done.stdout.encode("unicode_escape")
 
 
+def test_file_and_folder_names_are_shown_escaped(tmp_path: Path) -> None:
+    """A log's path is text the user did not write either: verify's status lines and golden's show it escaped."""
+    folder = tmp_path / "logs" / "a\x1b[2K\rok\nb"
+    hostile_log(folder / "session.jsonl")
+    for command in (["verify", "logs"], ["golden", "update", "logs"], ["golden", "check", "logs"]):
+        done = audit(*command, cwd=tmp_path)
+        assert done.returncode in (0, 1), done.stderr
+        assert not ACTIVE.search(done.stdout + done.stderr), (done.stdout + done.stderr).encode("unicode_escape")
+        if command[0] == "verify" or command[1] == "check":   # update names only the golden file
+            assert "a\\u001b[2K\\rok\\nb" in done.stdout + done.stderr, command
+
+
 def test_a_finding_is_one_line_whatever_the_log_holds() -> None:
     from dsh_audit.findings import Finding
 

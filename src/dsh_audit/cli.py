@@ -27,7 +27,7 @@ import click
 from .errors import DshAuditError
 from .readers import open_logs
 from .reconstruct import iter_requests
-from .text import printable
+from .text import display, printable
 from .verify import LogReport, paused_gc, summary, verify_paths
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_UNREADABLE, EXIT_INTERNAL = 0, 1, 2, 3
@@ -56,7 +56,7 @@ def fail(error: DshAuditError) -> NoReturn:
 
 def _say(line: str) -> None:
     """One line on stderr, whatever it holds (control characters and line breaks are shown escaped)."""
-    text = printable(line).replace("\r", "\\r").replace("\n", "\\n")
+    text = display(line)
     with suppress(OSError, ValueError):   # stderr itself is gone: the exit code still tells
         click.echo(text, err=True)
 
@@ -315,14 +315,15 @@ def _report_json(report: LogReport, strict: bool) -> dict[str, Any]:
 def _render_table(reports: list[LogReport], strict: bool) -> None:
     for report in reports:
         if report.skipped:
-            click.echo(f"{'skipped':<10} {report.label}  (an older generation; read {report.superseded_by})")
+            click.echo(display(f"{'skipped':<10} {report.label}  (an older generation; read "
+                               f"{report.superseded_by})"))
             continue
         status = "UNREADABLE" if report.read_error else ("FAIL" if report.failed(strict) else "ok")
         generation = f"v{report.generation}" if report.generation is not None else "v?"
-        click.echo(f"{status:<10} {report.label}  ({generation}, {report.events} events, "
-                   f"{report.request_count} requests)")
+        click.echo(display(f"{status:<10} {report.label}  ({generation}, {report.events} events, "
+                           f"{report.request_count} requests)"))
         if report.read_error:
-            click.echo(printable(f"    {report.read_error}"))
+            click.echo(display(f"    {report.read_error}"))
         for finding in report.findings:
             click.echo(printable(f"    {finding.render()}"))
     totals = summary(reports, strict)

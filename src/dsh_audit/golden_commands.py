@@ -13,7 +13,7 @@ from .errors import DshAuditError
 from .golden import check, collect, golden_document, golden_path, write_golden
 from .junit import case_for_log, write_junit
 from .output import check_output
-from .text import printable
+from .text import display, printable
 
 DIRECTORY = click.Path(path_type=Path, exists=True, file_okay=False)
 
@@ -63,9 +63,9 @@ def check_command(directory: Path, junit_file: Path | None) -> int:
     diffs = check(directory)
     elapsed = (time.perf_counter() - started) / max(len(diffs), 1)
     for diff in diffs:
-        click.echo(printable(f"{'ok' if diff.ok else diff.status.upper():<10} {diff.key}"))
+        click.echo(display(f"{'ok' if diff.ok else diff.status.upper():<10} {diff.key}"))
         for line in diff.lines:
-            click.echo(printable(f"    {line}"))
+            click.echo(display(f"    {line}"))
     changed = sum(diff.status in ("changed", "added", "removed") for diff in diffs)
     unreadable = sum(diff.status == "unreadable" for diff in diffs)
     click.echo(printable(f"{len(diffs)} log(s) checked against {golden_path(directory)}: {changed} changed, "

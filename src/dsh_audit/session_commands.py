@@ -15,7 +15,7 @@ import click
 from .cli import EXIT_CLEAN
 from .readers.home import HOME_ENV, SessionInfo, list_sessions, require_root, session_root
 from .records import LogSource
-from .text import printable
+from .text import display, printable
 
 WIDTH = 100
 ID_WIDTH = 13        # a uuid's first two groups: enough to tell sessions apart
@@ -94,7 +94,7 @@ def _row(info: SessionInfo) -> str:
 
 def render_table(infos: list[SessionInfo], root: Path) -> str:
     header = _line([name for name, _, _ in _COLUMNS], "CWD")
-    rows = [printable(_row(info)) for info in infos]
+    rows = [display(_row(info)) for info in infos]
     return "\n".join([header, *rows, f"{len(infos)} session(s) in {root}"])
 
 
