@@ -187,7 +187,7 @@ TURN = b'{"type":"turn/start","data":{"turn":1}}'
     (HEADER + b'\n{"type":"turn/start","seq":"0","data":{"turn":1}}\n', 2, "seq must be a non-negative"),
     (HEADER + b"\n" + TURN + b'\n{"type":"turn/e', 0, "[torn-tail]"),            # truncated final line
     (HEADER + b'\n{"type":"user/message","data":"' + b"x" * 3_000_000 + b'"}\n', 1, "[shape]"),  # a huge line
-    (HEADER + b"\n" + b"[" * 100_000 + b"\n" + TURN + b"\n", 2, ":2: not valid JSON"),  # absurdly deep nesting
+    (HEADER + b"\n" + b"[" * 100_000 + b"\n" + TURN + b"\n", 2, ":2: seq 0: JSON nested deeper than 200"),
 ])
 def test_hostile_input_gives_one_line_and_the_right_exit(content: bytes, code: int, needle: str,
                                                          tmp_path: Path) -> None:

@@ -1,7 +1,9 @@
-"""Readers at the edge: turn bytes on disk into `LogSource`s (header now, records streamed on iteration).
+"""Readers at the edge: turn bytes into `LogSource`s (header now, records streamed on iteration).
 
 Formats, told apart by content: plain JSONL (persisted or committed-fixture form), multi-frame
-`.jsonl.zstd`, and SQLite session stores (one source per session, labelled `path#sessionId`).
+`.jsonl.zstd`, and SQLite session stores (one source per session, labelled `path#sessionId`). Any of them but a
+store may also come once through a pipe: `-` (standard input), a named pipe, a device (readers.stream). Every
+read is held to the caps of readers.limits, from the environment unless the caller passes its own.
 """
 
 from __future__ import annotations
@@ -11,27 +13,27 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from dsh_audit.errors import LogReadError
-from dsh_audit.readers.discover import discover, is_dsh_log, sniff
+from dsh_audit.readers.discover import discover, is_dsh_log, sniff, split_selector
 from dsh_audit.readers.jsonl import open_jsonl
+from dsh_audit.readers.limits import InputLimits
 from dsh_audit.readers.sqlite import open_store
+from dsh_audit.readers.stream import is_stream, open_stream
 from dsh_audit.readers.zstd import open_zstd
 from dsh_audit.records import LogSource
 
-__all__ = ["discover", "is_dsh_log", "open_log", "open_logs"]
+__all__ = ["InputLimits", "discover", "is_dsh_log", "open_log", "open_logs"]
 
 
-def _split_selector(path: Path) -> tuple[Path, str | None]:
-    """`store.db#sessionId` names one session of a SQLite store (only when no file has that literal name)."""
-    text = str(path)
-    if not path.exists() and "#" in text:
-        store, _, session_id = text.rpartition("#")
-        return Path(store), session_id
-    return path, None
-
-
-def open_logs(path: str | os.PathLike[str]) -> Iterator[LogSource]:
-    """Every session the file holds: one for a JSONL log, one per session for a SQLite store."""
-    file, session_id = _split_selector(Path(path))
+def open_logs(path: str | os.PathLike[str], *, limits: InputLimits | None = None) -> Iterator[LogSource]:
+    """Every session the input holds: one for a JSONL log, one per session for a SQLite store (`store.db#id`:
+    that one), one for a pipe (`-`: standard input)."""
+    limits = limits or InputLimits.from_env()
+    file, session_id = split_selector(Path(path))
+    if is_stream(file):
+        if session_id is not None:
+            raise LogReadError("a #sessionId selector applies only to SQLite stores, which are files", path=str(file))
+        yield open_stream(file, limits)
+        return
     if not file.exists():
         raise LogReadError("no such file", path=str(file))
     if file.is_dir():
@@ -42,7 +44,7 @@ def open_logs(path: str | os.PathLike[str]) -> Iterator[LogSource]:
     except OSError as error:
         raise LogReadError(f"cannot read: {error.strerror}", path=str(file)) from None
     if kind == "sqlite":
-        sources = open_store(file)
+        sources = open_store(file, limits)
         if session_id is None:
             yield from sources
             return
@@ -53,12 +55,12 @@ def open_logs(path: str | os.PathLike[str]) -> Iterator[LogSource]:
         return
     if session_id is not None:
         raise LogReadError("a #sessionId selector applies only to SQLite stores", path=str(file))
-    yield open_zstd(file) if kind == "zstd" else open_jsonl(file)
+    yield open_zstd(file, limits) if kind == "zstd" else open_jsonl(file, limits)
 
 
-def open_log(path: str | os.PathLike[str]) -> LogSource:
-    """The single session a file holds; a SQLite store must hold exactly one (or be given as `path#id`)."""
-    sources = list(open_logs(path))
+def open_log(path: str | os.PathLike[str], *, limits: InputLimits | None = None) -> LogSource:
+    """The single session an input holds; a SQLite store must hold exactly one (or be given as `path#id`)."""
+    sources = list(open_logs(path, limits=limits))
     if len(sources) != 1:
         raise LogReadError(f"holds {len(sources)} sessions; expected exactly one (use open_logs, "
                            "or name one as path#sessionId)", path=str(path))

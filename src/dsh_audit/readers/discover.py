@@ -4,7 +4,9 @@ of them to read: in a session directory only the newest generation of each log i
 dsh never rewrites a generation: a migration writes its successor beside it (session.jsonl, then
 session.v2.jsonl.zstd, session.v3.jsonl; a child session.1.jsonl, then session.1.v3.jsonl), and reads the
 highest. Below a directory the older generations are therefore skipped (reported, never read) unless every
-generation is asked for; a file named on the command line is always read.
+generation is asked for; a file named on the command line is always read, and so are `-` (standard input), a
+named pipe and `store.db#sessionId` (one session of a SQLite store). A directory walk reads regular files only:
+a pipe or device below it could block or never end.
 """
 
 from __future__ import annotations
@@ -16,12 +18,30 @@ from pathlib import Path
 
 from dsh_audit.errors import LogReadError
 from dsh_audit.generations import parse_log_name
-from dsh_audit.readers.jsonvalue import JsonProblem, parse_json
+from dsh_audit.readers.jsonvalue import JsonProblem, JsonTooDeep, parse_json
 from dsh_audit.readers.sqlite import APPLICATION_ID, SQLITE_MAGIC
+from dsh_audit.readers.stream import STDIN
 from dsh_audit.readers.zstd import ZSTD_MAGIC
 
 ZSTD_SUFFIXES = (".jsonl.zstd", ".jsonl.zst")
 _HEADER_PROBE_BYTES = 1 << 20  # a header line is small; never read further to classify a file
+
+
+def split_selector(path: Path) -> tuple[Path, str | None]:
+    """`store.db#sessionId` names one session of a SQLite store (only when no file has that literal name)."""
+    text = str(path)
+    if "#" in text and not path.exists():
+        store, _, session_id = text.rpartition("#")
+        return Path(store), session_id
+    return path, None
+
+
+def _names_an_input(path: Path) -> bool:
+    """A path given on the command line that is no directory: a file, a pipe, `-`, or `store.db#sessionId`."""
+    if path.exists():
+        return True
+    store, session_id = split_selector(path)
+    return session_id is not None and store.is_file()
 
 
 def sniff(path: Path) -> str:
@@ -53,6 +73,8 @@ def _starts_with_session_header(path: Path) -> bool:
         value = parse_json(line)
     except JsonProblem:
         return False
+    except JsonTooDeep:   # it may be a header; reading it says why it cannot be read, where skipping would not
+        return True
     return isinstance(value, dict) and value.get("type") == "session"
 
 
@@ -117,14 +139,16 @@ def discover_logs(paths: Iterable[str | os.PathLike[str]], *, all_generations: b
     seen: set[Path] = set()
     for given in paths:
         path = Path(given)
-        if path.is_dir():
+        if str(path) == STDIN:   # always standard input: a file named `-` is named by its absolute path
+            expanded = [path]
+        elif path.is_dir():
             expanded = _walk(path)
             if not all_generations:
                 expanded = _newest_generations(expanded, discovery)
-        elif path.exists():
+        elif _names_an_input(path):
             expanded = [path]
         else:
-            raise LogReadError("no such file", path=str(path))
+            raise LogReadError("no such file", path=str(split_selector(path)[0]))
         for item in expanded:
             if item not in seen:
                 seen.add(item)

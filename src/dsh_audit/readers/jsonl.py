@@ -12,6 +12,9 @@ when newline-terminated, so a final line without a newline is dropped as a torn 
 we mirror that and record it in `LogSource.torn_tail`. A line that is not JSON is a torn tail when nothing
 but blank lines follows it and a read error otherwise (the reference instead drops everything after it
 unless a later line holds a `turn/end`; an auditor should not drop events silently).
+
+Lines are held to the line cap and values to the depth cap (dsh_audit.readers.limits): a line past either is a
+read error, except the unterminated final line, which the reference drops whatever it holds.
 """
 
 from __future__ import annotations
@@ -19,29 +22,24 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
 from pathlib import Path
-from typing import BinaryIO
 
 from dsh_audit.errors import LogReadError
 from dsh_audit.generations import generations, parse_log_name
 from dsh_audit.readers.codecs import codec_for
-from dsh_audit.readers.jsonvalue import JsonProblem, is_number, js_number, parse_json, safe_int
+from dsh_audit.readers.jsonvalue import JsonProblem, JsonTooDeep, is_number, js_number, parse_json, safe_int
+from dsh_audit.readers.limits import InputLimits, located
+from dsh_audit.readers.lines import ByteSource, FileLines, Line
 from dsh_audit.readers.progress import reported
 from dsh_audit.records import JSON, LogRecord, LogSource, TornTail
 
-# (physical line number from 1, line bytes without the newline, whether a newline ended it)
-Line = tuple[int, bytes, bool]
+__all__ = ["Line", "check_header", "name_version", "open_jsonl", "open_lines", "read_jsonl", "version_refusal"]
+
+# What a reader says of its input's end once every line is read: a note on how it ended (a torn zstd frame), or
+# the final line it dropped unread (over the line cap).
+TailNote = Callable[[], str | TornTail | None]
 
 _UNTERMINATED = ("final line has no trailing newline; the reference loader ignores an unterminated "
                  "record even if it parses")
-
-
-def raw_lines(handle: BinaryIO) -> Iterator[Line]:
-    """Lines of a plain file, one buffered read at a time (never the whole file)."""
-    for number, raw in enumerate(handle, 1):
-        if raw.endswith(b"\n"):
-            yield number, raw[:-1], True
-        else:
-            yield number, raw, False
 
 
 def version_refusal(session_id: JSON, version: JSON) -> str:
@@ -79,7 +77,7 @@ def check_header(value: JSON, *, label: str, line: int | None, name_version: int
     return value
 
 
-def _read_header(lines: Iterator[Line], label: str, tail_note: Callable[[], str | None],
+def _read_header(lines: Iterator[Line], label: str, tail_note: TailNote,
                  name_version: int | None) -> tuple[dict[str, JSON], int]:
     for number, data, terminated in lines:
         if not data.strip():
@@ -92,12 +90,16 @@ def _read_header(lines: Iterator[Line], label: str, tail_note: Callable[[], str 
         except JsonProblem as problem:
             raise LogReadError(f"session header line: {problem}; expected a JSON object",
                                path=label, line=number) from None
+        except JsonTooDeep as deep:
+            raise located(deep, path=label, line=number) from None
         return check_header(value, label=label, line=number, name_version=name_version), number
     note = tail_note()
+    if isinstance(note, TornTail):
+        note = note.reason
     raise LogReadError("empty log: no session header line" + (f" ({note})" if note else ""), path=label)
 
 
-def _records(source: LogSource, lines: Iterable[Line], tail_note: Callable[[], str | None],
+def _records(source: LogSource, lines: Iterable[Line], tail_note: TailNote,
              on_close: Callable[[], None]) -> Iterator[LogRecord]:
     label = source.label
     decode = codec_for(source.generation, label).decode
@@ -117,17 +119,27 @@ def _records(source: LogSource, lines: Iterable[Line], tail_note: Callable[[], s
             except JsonProblem as problem:
                 unparsable = (number, str(problem), len(data) + terminated)
                 continue
+            except JsonTooDeep as deep:
+                if terminated:   # valid JSON to the reference, which would read it: we cannot judge it
+                    raise located(deep, path=label, line=number,
+                                  seq=None if source.explicit_seq else position) from None
+                unparsable = (number, deep.message, len(data))   # unterminated: dropped whatever it holds
+                continue
             if not terminated:
                 source.torn_tail = TornTail(number, len(data), _UNTERMINATED)
                 continue
             record = decode(value, number, position)
             yield record
             position += 1 if record.run is None else len(record.run)
+        note = tail_note()
         if unparsable is not None:
             line, why, size = unparsable
+            if isinstance(note, TornTail):   # a final line was dropped unread after it: it was not the last
+                raise LogReadError(f"{why}; expected one JSON object per line", path=label, line=line)
             source.torn_tail = TornTail(line, size, f"final line dropped: {why}")
-        note = tail_note()
-        if note is not None:
+        if isinstance(note, TornTail):
+            source.torn_tail = note
+        elif note is not None:
             tail = source.torn_tail
             source.torn_tail = (TornTail(last_line + 1, 0, note) if tail is None
                                 else TornTail(tail.line, tail.dropped_bytes, f"{tail.reason}; {note}"))
@@ -140,12 +152,12 @@ def _first_record_has_seq(first: Line | None) -> bool:
         return False
     try:
         value = parse_json(first[1])
-    except JsonProblem:
+    except (JsonProblem, JsonTooDeep):   # the full read reports it, with its line
         return False
     return isinstance(value, dict) and ("seq" in value or "seq0" in value)
 
 
-def open_lines(label: str, lines: Iterator[Line], tail_note: Callable[[], str | None],
+def open_lines(label: str, lines: Iterator[Line], tail_note: TailNote,
                on_close: Callable[[], None], *, name_version: int | None = None) -> LogSource:
     """Read the header now and return a source that decodes the remaining lines on iteration.
     `name_version` is the generation the file's canonical name states, if it does."""
@@ -168,9 +180,15 @@ def name_version(path: Path) -> int | None:
     return name.version if name.canonical else None
 
 
-def open_jsonl(path: Path) -> LogSource:
-    handle = path.open("rb")
-    source = open_lines(str(path), reported(raw_lines(handle), handle, str(path)), lambda: None, handle.close,
-                        name_version=name_version(path))
-    source.reopen = lambda: open_jsonl(path)
+def read_jsonl(handle: ByteSource, label: str, limits: InputLimits, *, name_version: int | None = None) -> LogSource:
+    """A plain JSONL log from an open handle (a file, or a pipe read once); the source closes it at the end."""
+    lines = FileLines(handle, label, limits)
+    return open_lines(label, reported(iter(lines), handle, label), lines.tail, handle.close,
+                      name_version=name_version)
+
+
+def open_jsonl(path: Path, limits: InputLimits | None = None) -> LogSource:
+    limits = limits or InputLimits.from_env()
+    source = read_jsonl(path.open("rb"), str(path), limits, name_version=name_version(path))
+    source.reopen = lambda: open_jsonl(path, limits)
     return source

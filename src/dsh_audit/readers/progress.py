@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import BinaryIO, TypeVar
+from typing import TypeVar
+
+from dsh_audit.readers.lines import ByteSource
 
 Hook = Callable[[str, int], None]
 T = TypeVar("T")
@@ -24,7 +26,7 @@ def watching(hook: Hook) -> Iterator[None]:
         _hook = previous
 
 
-def reported(items: Iterator[T], handle: BinaryIO, label: str) -> Iterator[T]:
+def reported(items: Iterator[T], handle: ByteSource, label: str) -> Iterator[T]:
     """`items` (a file's lines), reporting the bytes `handle` has read to the hook installed when it started."""
     hook = _hook
     if hook is None:
