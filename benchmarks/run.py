@@ -168,6 +168,9 @@ def bench_size(size_mb: int, opts: argparse.Namespace) -> dict[str, object]:
     verify3.note = (f"the same session as format v3: {bytes3:,} bytes, {events3:,} events, {requests3:,} requests; "
                     f"{verify3.seconds / verify.seconds:.2f}× verify on v0"
                     + (f"; best of {len(tries)}, alternating" if len(tries) > 1 else ""))
+    share = measure("fast path share", [PY, "benchmarks/fast_share.py", rel, rel3, "--json"])
+    shared = share_document(share)
+    verify.note = "; ".join(filter(None, [verify.note, fast_share_text(shared)]))
     rebuild = measure("(b) audit rebuild --format digest", [AUDIT, "rebuild", "--format", "digest", rel])
     ours_digest = digest_of_digests(rebuild.stdout)
     rebuild.stdout = ""  # 40k lines; only the digest of digests is kept
@@ -214,7 +217,26 @@ def bench_size(size_mb: int, opts: argparse.Namespace) -> dict[str, object]:
     return {"size_mb": size_mb, "log": rel, "bytes": nbytes, "events": events, "requests": requests,
             "floor_s": floor_s, "expand_s": expand_s, "check": check, "runs": runs, "required": required,
             "stages": [(name, float(secs), float(ratio)) for name, secs, ratio in stages],
-            "log3": rel3, "check3": check3, "gencheck": gencheck, "requests3": requests3}
+            "log3": rel3, "check3": check3, "gencheck": gencheck, "requests3": requests3, "share": share,
+            "fast": shared}
+
+
+def share_document(run: Run) -> dict[str, object]:
+    try:
+        document = json.loads(run.stdout)
+    except ValueError:
+        return {}
+    return document if isinstance(document, dict) else {}
+
+
+def fast_share_text(shared: dict[str, object]) -> str:
+    """What `fast_share.py --json` found: the logs and lines verify's fast path decided, and why not the rest."""
+    if not shared:
+        return "fast path share not measured"
+    reasons = shared.get("fallbackReasons") or {}
+    why = "; ".join(f"{count}× {reason}" for reason, count in reasons.items())  # type: ignore[attr-defined]
+    return (f"fast path decided {shared['accepted']}/{shared['logs']} logs, {shared['acceptedLines']:,}/"
+            f"{shared['lines']:,} lines" + (f" (the full verifier read the rest: {why})" if why else ""))
 
 
 def effective_seconds(run: Run) -> float:
@@ -344,13 +366,20 @@ def targets(results: dict[int, dict[str, object]], par: tuple[Run, Run] | None) 
             lines.append(f"- peak memory, {label[4:]}: grows < 2× from 100 MB to 1 GB: **{verdict(ratio < 2)}** — "
                          f"{a.rss_mib:.0f} → {b.rss_mib:.0f} MiB = {ratio:.2f}×.")
     lines += cache_report_targets(results) + v3_targets(results)
+    for size_mb, result in results.items():   # verify's fast path (dsh_audit.fastpath) against the floor
+        run = find(result, "(b) audit verify")
+        if run is not None:
+            floor_s = float(result["floor_s"])  # type: ignore[arg-type]
+            lines.append(f"- verify ÷ parse floor, {size_mb} MB: {run.seconds / floor_s:.2f}× ({run.seconds:.2f}s vs "
+                         f"{floor_s:.2f}s, the CLI with interpreter start vs the floor in-process); "
+                         f"{fast_share_text(result.get('fast') or {})}.")  # type: ignore[arg-type]
     if par:
         one, two = par
         speedup = one.seconds / two.seconds
         lines.append(f"- 1,000 small logs, `verify -j 2` ≥ 1.7× faster than `-j 1` (best of 3 each, alternating): "
                      f"**{verdict(speedup >= 1.7)}** — "
                      f"{one.seconds:.2f}s / {two.seconds:.2f}s = {speedup:.2f}× (peak RSS {one.rss_mib:.0f} / "
-                     f"{two.rss_mib:.0f} MiB).")
+                     f"{two.rss_mib:.0f} MiB); {one.note or 'fast path share not measured'}.")
     return [*lines, ""]
 
 
@@ -390,6 +419,8 @@ def main(argv: list[str] | None = None) -> int:
               measure("verify -j 2 (small logs)", [AUDIT, "verify", "-j", "2", rel_small])) for _ in range(3)]
     par = (min((one for one, _ in tries), key=lambda r: r.seconds),
            min((two for _, two in tries), key=lambda r: r.seconds))
+    small_share = measure("fast path share (small logs)", [PY, "benchmarks/fast_share.py", rel_small, "--json"])
+    par[0].note = fast_share_text(share_document(small_share))
     html_size = max((size for size in results if size <= 100), default=None)
     html = None
     if html_size is not None:   # the HTML report in headless Chromium (make browser installs it)
@@ -432,7 +463,7 @@ def main(argv: list[str] | None = None) -> int:
         listed: list[Run] = [result["check"], result["check3"]]  # type: ignore[list-item]
         if result["gencheck"] is not None:
             listed.append(result["gencheck"])  # type: ignore[arg-type]
-        listed += [result["required"], *result["runs"]]  # type: ignore[list-item, misc]
+        listed += [result["required"], *result["runs"], result["share"]]  # type: ignore[list-item, misc]
         md += [f"    {shlex.join(r.cmd)}" for r in listed]
     md += [f"    {shlex.join(r.cmd)}" for r in par] + ([f"    {shlex.join(html.cmd)}"] if html else []) + [""]
     opts.out.write_text("\n".join(md))

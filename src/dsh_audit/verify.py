@@ -8,11 +8,12 @@ import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+from . import fastpath
 from .errors import DshAuditError
 from .findings import Finding, Report, counts
 from .fold import RebuiltRequest
@@ -49,6 +50,7 @@ class LogReport:
     read_error: str | None = None    # the log could not be read at all (exit 2)
     superseded_by: str | None = None  # an older generation, skipped: the newer file read instead
     seconds: float = 0.0             # wall time spent verifying it (JUnit reports it per test case)
+    fast_path: bool = False          # decided by the fast path (dsh_audit.fastpath); the report is the same either way
 
     keep_requests: bool = True
 
@@ -121,6 +123,11 @@ class SchemaCheck:
 def _verify_source(source: LogSource, message_prefix: str, keep_requests: bool) -> LogReport:
     generation = source.generation
     report = LogReport(label=source.label, generation=generation.version, keep_requests=keep_requests)
+    decided = fastpath.fast_verify(source, message_prefix=message_prefix, keep_requests=keep_requests)
+    if decided is not None:   # no finding at all; otherwise the full verifier below reads the log and words them
+        report.fast_path, report.events, report.request_count = True, decided.events, decided.request_count
+        report.requests = [RequestDigest(*astuple(request)) for request in decided.requests]
+        return report
     findings = report.findings
     for violation in validate_header(source.header, generation.version):
         findings.append(Finding("schema", f"session header {violation.pointer or '/'}: {violation.message}",
@@ -185,6 +192,7 @@ def _verified(files: list[Path], ambiguous: dict[Path, str], message_prefix: str
         return
     for known in generations():   # load the schemas once, before the workers fork, not once per worker
         vocabulary(known.version)
+    fastpath.preload()   # and the fast path's generated decoders
     with ProcessPoolExecutor(max_workers=workers) as pool:
         verify_many = partial(verify_path, message_prefix=message_prefix, keep_requests=keep_requests)
         readable = [path for path in files if path not in ambiguous]

@@ -1,0 +1,678 @@
+"""Typed decoders generated from schemas/: each generation's events as msgspec Structs, checked in C while parsing.
+
+The generator turns the subset of JSON Schema 2020-12 that msgspec can express exactly into Python source for
+msgspec Structs (closed objects forbid unknown fields, open ones ignore them; `const`/`enum` of strings become
+Literals, integer bounds and string lengths and patterns become `Meta` constraints, a discriminated
+`allOf: [{if: {K: const}, then: …}]` whose base enumerates exactly those constants becomes a tagged union on K).
+A node it cannot express exactly becomes `Any`, checked after decoding by the verifier's own compiled yes/no check
+for that node (dsh_audit.fastcheck) in the Struct's `__post_init__` (a node fastcheck cannot compile either is
+never valid there: its lines are doubtful, and the log goes to the full verifier).
+
+Each event type is one Struct for its whole line, tagged by `type`, and one decoder takes the union of them all: the
+generation's envelope with `data` replaced by the type's schema, and the surface rule of
+dsh_audit.vocabulary._event_check (surface types require `surfaceOp`, the others may carry neither it nor
+`sourceEventSeqs`). For surface types the projected message (a user/message's data, every other type's
+`data.message`) is kept as `msgspec.Raw`, its bytes as stored, and decoded by a second generated decoder: the
+fast path hashes those bytes when it can prove them equal to what JSON.stringify writes (verifier.message_bytes).
+Packed chunk rows (v0/v1) are decoded tighter than their schema (`_specialize`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import keyword
+import sys
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+from urllib.parse import urljoin
+
+import msgspec
+
+from ..fastcheck import ANNOTATIONS, SourceCompiler, Unsupported
+from ..vocabulary import _generation_documents, _registry, _root, vocabulary
+
+MAX_SAFE = 2**53 - 1
+_DIGITS = frozenset("0123456789")
+# The projected message of a surface event (dsh_audit.surface.derive_message): a user/message's data itself,
+# every other surface type's data.message.
+PROJECTED_AT_DATA = frozenset({"user/message"})
+
+
+class _Flags:
+    """Set by generated `__post_init__` hooks while a message decodes: an `Any` value that JSON.stringify might
+    write differently from its stored bytes (a float, an integer beyond 2**53, an array-index key)."""
+
+    active = False
+    unplain = 0
+
+
+FLAGS = _Flags()
+
+
+def _is_array_index(key: str) -> bool:
+    return key.isascii() and key.isdigit() and (key == "0" or key[0] != "0") and int(key) <= 2**32 - 2
+
+
+def plain(value: Any) -> bool:
+    """Whether a decoded JSON value is written by JSON.stringify exactly as msgspec writes it (same length)."""
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return True
+    if kind is int:
+        return bool(-(2**53) <= value <= 2**53)
+    if kind is dict:
+        return all(not (key[:1] in _DIGITS and _is_array_index(key)) and plain(item) for key, item in value.items())
+    if kind is list:
+        if set(map(type, value)) <= {int}:   # seq lists: no call per item
+            return not value or (min(value) >= -(2**53) and max(value) <= 2**53)
+        return all(map(plain, value))
+    return False
+
+
+class SeqRun:
+    """The last list of seqs found unique by `unique_ints`, and whether it is a contiguous run (kept so that the
+    verifier's provenance checks do not describe the same list again)."""
+
+    values: Any = None
+    low = 0
+    high = 0
+    contiguous = False
+
+
+LAST_SEQS = SeqRun()
+
+
+def unique_ints(values: list[int]) -> bool:
+    """uniqueItems of a decoded list of integers; a contiguous run (a message citing its chunks) costs no set."""
+    count = len(values)
+    if count < 2:
+        return True
+    first, last = values[0], values[-1]
+    if last - first == count - 1 and values == list(range(first, last + 1)):
+        LAST_SEQS.values, LAST_SEQS.low, LAST_SEQS.high, LAST_SEQS.contiguous = values, first, last, True
+        return True
+    return len(set(values)) == count
+
+
+def seq_run(values: list[int]) -> tuple[int, int, bool]:
+    """(smallest, largest, contiguous) of a non-empty list of unique integers."""
+    if LAST_SEQS.values is values:
+        return LAST_SEQS.low, LAST_SEQS.high, LAST_SEQS.contiguous
+    first, last = values[0], values[-1]
+    if last - first == len(values) - 1 and values == list(range(first, last + 1)):
+        return first, last, True
+    return min(values), max(values), False
+
+
+@dataclass(slots=True)
+class _Type:
+    source: str           # the annotation, as Python source
+    closed: bool          # Struct equality is the verifier's dict equality (no open object drops keys)
+    provable: bool        # msgspec writes every decoded value as JSON.stringify would (up to `Any` positions)
+    json_kinds: frozenset[str]   # JSON kinds it accepts: object array string integer number boolean null
+    check: str | None = None     # a check run on the decoded value (a checked Any, or uniqueItems)
+
+
+_ANY_KINDS = frozenset({"object", "array", "string", "integer", "number", "boolean", "null"})
+
+
+@dataclass(slots=True)
+class _Class:
+    name: str
+    fields: list[tuple[str, str, str, bool]] = field(default_factory=list)   # attr, json name, type, required
+    options: dict[str, Any] = field(default_factory=dict)
+    checks: list[tuple[str, str | None, bool]] = field(default_factory=list)   # attr, check, holds an Any
+    closed: bool = True
+    provable: bool = True
+
+
+class _Generator:
+    def __init__(self, documents: Mapping[str, dict[str, Any]]) -> None:
+        self.documents = documents
+        self.classes: list[_Class] = []
+        self.by_key: dict[Any, _Type] = {}
+        self.check_roots: dict[str, dict[str, Any]] = {}
+        self.names = itertools.count()
+        self.aliases: list[tuple[str, str]] = []
+        self.used_aliases: set[str] = set()
+
+    # -- schema access -------------------------------------------------------------------------------------
+    def resolve(self, target: str) -> tuple[Any, str]:
+        uri, _, fragment = target.partition("#")
+        node: Any = self.documents[uri]
+        for token in filter(None, fragment.split("/")):
+            node = node[token.replace("~1", "/").replace("~0", "~")]
+        return node, uri
+
+    def deref(self, schema: Any, base: str) -> tuple[Any, str]:
+        while isinstance(schema, dict) and set(schema) - ANNOTATIONS - {"x-fast"} == {"$ref"} \
+                and not any(k.startswith("x-fast") for k in schema):
+            schema, base = self.resolve(urljoin(base, schema["$ref"]))
+        return schema, base
+
+    # -- types -------------------------------------------------------------------------------------------
+    def type_of(self, schema: Any, base: str) -> _Type:
+        """The annotation for a schema node; a node msgspec cannot express becomes a checked `Any`."""
+        try:
+            return self._exact(schema, base)
+        except Unsupported:
+            return self._checked_any(schema, base)
+
+    def _checked_any(self, schema: Any, base: str) -> _Type:
+        name = f"_chk{next(self.names)}"
+        node = dict(schema) if isinstance(schema, dict) else {"allOf": [schema]}
+        node["$id"] = base
+        self.check_roots[name] = node
+        return _Type("Any", False, False, _ANY_KINDS, check=name)
+
+    def _exact(self, schema: Any, base: str) -> _Type:
+        if schema is True:
+            return _Type("Any", True, False, _ANY_KINDS)
+        if schema is False or not isinstance(schema, dict):
+            raise Unsupported("false")
+        if schema.get("x-fast") == "raw":
+            return _Type("Raw", False, False, _ANY_KINDS)
+        if schema.get("x-fast") == "at":   # a node of another document, spliced in
+            return self._exact(schema["schema"], schema["base"])
+        if "x-fast-tag" in schema:   # a stored line: its type is the tag of one union over every line
+            keys = {k for k in schema if k not in ANNOTATIONS and not k.startswith("x-")}
+            return self._object(schema, base, keys, tag=tuple(schema["x-fast-tag"]))
+        keys = {k for k in schema if k not in ANNOTATIONS and not k.startswith("x-")}
+        if not keys:
+            return _Type("Any", True, False, _ANY_KINDS)
+        if keys == {"$ref"}:
+            target = urljoin(base, schema["$ref"])
+            if target not in self.by_key:
+                alias = f"R{next(self.names)}"
+                node, node_base = self.resolve(target)
+                kinds = frozenset({node["type"]}) if isinstance(node, dict) and isinstance(node.get("type"), str) \
+                    else _ANY_KINDS
+                # A recursive use (content blocks hold tool results that hold content blocks) names an alias,
+                # assuming the type closed and provable; the assumption is checked once the type is known.
+                self.by_key[target] = _Type(alias, True, True, kinds)
+                try:
+                    found = self._exact(node, node_base)
+                finally:
+                    del self.by_key[target]
+                if alias in self.used_aliases:
+                    if not (found.closed and found.provable):
+                        raise Unsupported("recursive type that is open or not provable")
+                    self.aliases.append((alias, found.source))
+                self.by_key[target] = found
+            found = self.by_key[target]
+            if found.source.startswith("R"):
+                self.used_aliases.add(found.source)
+            return found
+        if "$ref" in keys:
+            raise Unsupported("$ref beside other keywords")
+        if "const" in keys:
+            return self._const(schema["const"], keys)
+        if "enum" in keys:
+            values = schema["enum"]
+            if keys != {"enum"} or not values or not all(isinstance(v, str) for v in values):
+                raise Unsupported("enum")
+            return _Type(f"Literal[{', '.join(map(repr, values))}]", True, True, frozenset({"string"}))
+        if "anyOf" in keys:
+            if keys != {"anyOf"}:
+                raise Unsupported("anyOf beside other keywords")
+            return self._union([self._exact(sub, base) for sub in schema["anyOf"]])
+        kind = schema.get("type")
+        if not isinstance(kind, str):
+            raise Unsupported("untyped or multi-typed node")
+        if kind == "string":
+            if not keys <= {"type", "minLength", "maxLength", "pattern"}:
+                raise Unsupported("string keyword")
+            meta = {"min_length": schema.get("minLength"), "max_length": schema.get("maxLength"),
+                    "pattern": schema.get("pattern")}
+            return _Type(self._annotated("str", meta), True, True, frozenset({"string"}))
+        if kind == "integer":
+            if not keys <= {"type", "minimum", "maximum"}:
+                raise Unsupported("integer keyword")
+            low, high = schema.get("minimum"), schema.get("maximum")
+            for bound in (low, high):
+                if bound is not None and not (isinstance(bound, int) and not isinstance(bound, bool)):
+                    raise Unsupported("non-integer bound")
+            provable = low is not None and high is not None and low >= -(2**53) and high <= 2**53
+            return _Type(self._annotated("int", {"ge": low, "le": high}), True, provable, frozenset({"integer"}))
+        if kind == "number":
+            if keys != {"type"}:
+                raise Unsupported("number keyword")
+            return _Type("Union[int, float]", True, False, frozenset({"integer", "number"}))
+        if kind == "boolean":
+            if keys != {"type"}:
+                raise Unsupported("boolean keyword")
+            return _Type("bool", True, True, frozenset({"boolean"}))
+        if kind == "null":
+            if keys != {"type"}:
+                raise Unsupported("null keyword")
+            return _Type("None", True, True, frozenset({"null"}))
+        if kind == "array":
+            if not keys <= {"type", "items", "minItems", "maxItems", "uniqueItems"}:
+                raise Unsupported("array keyword")
+            item = self._exact(schema["items"], base) if "items" in schema else _Type("Any", True, False,
+                                                                                    _ANY_KINDS)
+            unique = schema.get("uniqueItems", False)
+            if unique not in (True, False) or (unique and item.json_kinds != frozenset({"integer"})):
+                raise Unsupported("uniqueItems beyond integers")
+            meta = {"min_length": schema.get("minItems"), "max_length": schema.get("maxItems")}
+            return _Type(self._annotated(f"list[{item.source}]", meta), item.closed, item.provable,
+                         frozenset({"array"}), check="_unique_ints" if unique else None)
+        if kind == "object":
+            return self._object(schema, base, keys)
+        raise Unsupported(f"type {kind}")
+
+    @staticmethod
+    def _annotated(annotation: str, meta: dict[str, Any]) -> str:
+        given = {key: value for key, value in meta.items() if value is not None}
+        if not given:
+            return annotation
+        return f"Annotated[{annotation}, Meta({', '.join(f'{k}={v!r}' for k, v in given.items())})]"
+
+    @staticmethod
+    def _const(value: Any, keys: set[str]) -> _Type:
+        if keys - {"const", "type"}:
+            raise Unsupported("const beside other keywords")
+        if isinstance(value, str):
+            return _Type(f"Literal[{value!r}]", True, True, frozenset({"string"}))
+        if value is True or value is False:
+            return _Type(f"Literal[{value!r}]", True, True, frozenset({"boolean"}))
+        raise Unsupported("non-string const")
+
+    @staticmethod
+    def _union(members: list[_Type]) -> _Type:
+        seen: set[str] = set()
+        for member in members:
+            if member.json_kinds & seen or member.check or member.source.startswith("Any") or member.source == "Raw":
+                raise Unsupported("overlapping anyOf branches")
+            seen |= member.json_kinds
+        # Struct members of a union must be tagged unions of one tag field or a single struct: msgspec says so
+        # when the decoder is built; the caller turns that into Unsupported.
+        return _Type(f"Union[{', '.join(m.source for m in members)}]",
+                     all(m.closed for m in members), all(m.provable for m in members), frozenset(seen))
+
+    def _object(self, schema: dict[str, Any], base: str, keys: set[str],
+                tag: tuple[str, str] | None = None) -> _Type:
+        if "allOf" in keys:
+            if tag is not None:
+                raise Unsupported("nested discriminator")
+            return self._tagged(schema, base, keys)
+        if not keys <= {"type", "properties", "required", "additionalProperties"}:
+            raise Unsupported("object keyword")
+        properties: dict[str, Any] = dict(schema.get("properties", {}))
+        required: list[str] = list(schema.get("required", []))
+        extra = schema.get("additionalProperties", True)
+        if extra not in (True, False):
+            raise Unsupported("additionalProperties schema")
+        if tag is not None:
+            key, value = tag
+            if key in properties and not self._accepts(properties[key], base, value):
+                raise Unsupported("variant rejects its tag")
+            properties.pop(key, None)
+            required = [name for name in required if name != key]
+        if not properties and extra is True and not required:
+            return _Type("dict[str, Any]", True, False, frozenset({"object"}))
+        if any(name not in properties for name in required):
+            raise Unsupported("required key without a property schema")
+        cls = _Class(f"S{next(self.names)}")
+        cls.options = {"forbid_unknown_fields": extra is False, "kw_only": True}
+        if tag is not None:
+            cls.options.update(tag_field=tag[0], tag=tag[1])
+        cls.closed = extra is False
+        taken: set[str] = set()
+        for index, (name, sub) in enumerate(properties.items()):
+            if sub is False:
+                raise Unsupported("a property that must be absent")
+            member = self.type_of(sub, base)
+            attr = name if (name.isidentifier() and not keyword.iskeyword(name) and not name.startswith("_")
+                            and name not in taken) else f"p{index}_"
+            taken.add(attr)
+            annotation = member.source
+            cls.fields.append((attr, name, annotation, name in required))
+            anyish = member.source.startswith(("Any", "dict[str, Any]")) or "Any]" in member.source
+            if member.check is not None or anyish:
+                cls.checks.append((attr, member.check, anyish))
+            cls.closed = cls.closed and member.closed
+            cls.provable = cls.provable and (member.provable or "Any" in member.source)
+            if name[:1] in _DIGITS and _is_array_index(name):
+                cls.provable = False   # JS lists array-index keys first, whatever the stored order
+        self.classes.append(cls)
+        return _Type(cls.name, cls.closed, cls.provable, frozenset({"object"}))
+
+    def _accepts(self, schema: Any, base: str, value: str) -> bool:
+        schema, base = self.deref(schema, base)
+        if schema is True or schema == {}:
+            return True
+        if not isinstance(schema, dict):
+            return False
+        if set(schema) - ANNOTATIONS == {"const"}:
+            return bool(schema["const"] == value)
+        if set(schema) - ANNOTATIONS == {"enum"}:
+            return value in schema["enum"]
+        return False
+
+    def _tagged(self, schema: dict[str, Any], base: str, keys: set[str]) -> _Type:
+        """`{type: object, required: [K], properties: {K: {enum: [...]}}, allOf: [{if: K == c, then: S_c}]}` with
+        one branch per enumerated constant: a tagged union of the S_c on K."""
+        if not keys <= {"type", "properties", "required", "allOf", "additionalProperties"}:
+            raise Unsupported("discriminated object keyword")
+        properties = schema.get("properties", {})
+        if len(properties) != 1 or schema.get("additionalProperties", True) is not True:
+            raise Unsupported("discriminated object with other properties")
+        ((key, rule),) = properties.items()
+        if schema.get("required") != [key] or not isinstance(rule, dict) or set(rule) - ANNOTATIONS != {"enum"}:
+            raise Unsupported("discriminator shape")
+        branches: dict[str, Any] = {}
+        for sub in schema["allOf"]:
+            condition = sub.get("if") if isinstance(sub, dict) and set(sub) == {"if", "then"} else None
+            if not isinstance(condition, dict) or set(condition) != {"properties", "required"} \
+                    or condition["required"] != [key] or set(condition["properties"]) != {key}:
+                raise Unsupported("branch condition")
+            const = condition["properties"][key]
+            if not isinstance(const, dict) or set(const) != {"const"} or not isinstance(const["const"], str):
+                raise Unsupported("branch constant")
+            branches[const["const"]] = sub["then"]
+        if set(branches) != set(rule["enum"]) or len(branches) != len(rule["enum"]):
+            raise Unsupported("branches do not cover the enumeration exactly")
+        members = []
+        for value, then in branches.items():
+            node, node_base = self.deref(then, base)
+            if not isinstance(node, dict) or node.get("type") != "object":
+                raise Unsupported("branch is not an object schema")
+            cache_key = ("tagged", id(node), node_base, key, value)
+            if cache_key not in self.by_key:
+                node_keys = {k for k in node if k not in ANNOTATIONS and not k.startswith("x-")}
+                self.by_key[cache_key] = self._object(node, node_base, node_keys, tag=(key, value))
+            members.append(self.by_key[cache_key])
+        return _Type(f"Union[{', '.join(m.source for m in members)}]", all(m.closed for m in members),
+                     all(m.provable for m in members), frozenset({"object"}))
+
+    # -- output ------------------------------------------------------------------------------------------
+    def source(self) -> str:
+        lines = ["from __future__ import annotations", "from typing import Any, Literal, Union, Annotated",
+                 "from msgspec import Struct, Meta, Raw, UNSET, UnsetType, field", ""]
+        for cls in self.classes:
+            options = "".join(f", {key}={value!r}" for key, value in cls.options.items())
+            lines.append(f"class {cls.name}(Struct{options}):")
+            for attr, name, annotation, required in cls.fields:
+                rename = "" if attr == name else f"name={name!r}"
+                if required:
+                    lines.append(f"    {attr}: {annotation}" + (f" = field({rename})" if rename else ""))
+                else:
+                    default = ", ".join(filter(None, ["default=UNSET", rename]))
+                    lines.append(f"    {attr}: Union[{annotation}, UnsetType] = field({default})")
+            if cls.checks:
+                lines.append("    def __post_init__(self):")
+                for attr, check, anyish in cls.checks:
+                    lines.append(f"        v = self.{attr}")
+                    lines.append("        if v is not UNSET:")
+                    if check is not None:
+                        lines.append(f"            if not {check}(v): raise ValueError('schema')")
+                    if anyish:
+                        lines.append("            if _FLAGS.active and not _plain(v): _FLAGS.unplain += 1")
+            if not cls.fields and not cls.checks:
+                lines.append("    pass")
+            lines.append("")
+        lines += [f"{alias} = {annotation}" for alias, annotation in self.aliases]
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageType:
+    decoder: msgspec.json.Decoder[Any]
+    provable: bool    # its Structs can be length-proved (floats and unbounded integers cannot)
+    closed: bool      # equality of its Structs is the verifier's dict equality
+    anyish: bool      # it holds `Any` positions, whose values are checked while decoding (types.plain)
+
+
+@dataclass(frozen=True, slots=True)
+class FastTypes:
+    """One generation's generated decoders."""
+
+    generation: int
+    line: msgspec.json.Decoder[Any]                        # any stored line: a tagged union on its type
+    header: msgspec.json.Decoder[Any] | None               # the session header line (None: not expressible)
+    events: Mapping[str, type]                             # event type -> the Struct of its whole stored line
+    packed: Mapping[str, type]                             # packed chunk row tag -> its Struct (v0/v1)
+    messages: Mapping[str, MessageType]                    # surface type -> decoder of its projected message
+    unsupported: Mapping[str, str]                         # event type -> why it has no decoder
+    closed: Mapping[str, bool]                             # event type -> its Structs compare as dicts
+    chunk_classes: Mapping[str, type]                      # assistant/chunk (v0/v1): chunk type -> its Struct
+    tags: Mapping[type, str]                               # every tagged Struct -> its tag
+    deep: frozenset[type]                                  # line Structs whose values may nest without bound
+    static_depth: Mapping[type, int]                       # Struct -> how deep its values nest, where bounded
+    walks: Mapping[type, tuple[int, tuple[str, ...]]]      # other Structs -> (their bounded fields' depth, the rest)
+    source: str                                            # the generated module, for inspection
+
+
+def _event_schema(envelope: dict[str, Any], kind: str, data_id: str, surface: bool) -> dict[str, Any]:
+    properties = dict(envelope["properties"])
+    properties["type"] = {"const": kind}
+    properties["data"] = {"$ref": data_id}
+    required = list(envelope["required"])
+    if surface:
+        required.append("surfaceOp")
+    else:
+        properties.pop("surfaceOp", None)
+        properties.pop("sourceEventSeqs", None)
+    return {**{k: v for k, v in envelope.items() if k not in ("properties", "required", "$id")},
+            "properties": properties, "required": required, "x-fast-tag": ["type", kind]}
+
+
+def _projected(gen: _Generator, kind: str, data: dict[str, Any], base: str) -> tuple[Any, Any] | None:
+    """(the data schema with its projected message as raw bytes, the message schema)."""
+    if kind in PROJECTED_AT_DATA:
+        return {"x-fast": "raw"}, data
+    node, node_base = gen.deref(data, base)
+    if not isinstance(node, dict) or "message" not in node.get("properties", {}) or node_base != base:
+        return None
+    properties = {**node["properties"], "message": {"x-fast": "raw"}}
+    return {**node, "properties": properties}, node["properties"]["message"]
+
+
+# Packed runs are tightened past their schema: seq0 and time0 below 2**52, at most 2**20 gaps, each in [0, 2**31].
+# Then every member seq and time is a safe integer by construction (the reader's rule, dsh_audit.readers.packed),
+# with no pass over the gaps; a row outside these bounds is doubtful (stricter than the schema, never laxer).
+_TIGHT_ANCHOR = {"type": "integer", "minimum": 0, "maximum": 2**52}
+_TIGHT_GAPS = {"type": "array", "maxItems": 2**20, "items": {"type": "integer", "minimum": 0, "maximum": 2**31}}
+
+
+def _specialize(row: dict[str, Any], tag: str) -> dict[str, Any] | None:
+    """A packed-row schema for one of its tags: the base object with the branch for `tag` applied to `data`, and
+    the anchor and gaps tightened (above)."""
+    branch = None
+    for sub in row.get("allOf", []):
+        rule = sub["if"]["properties"]["type"]
+        if tag in rule.get("enum", [rule.get("const")]):
+            branch = sub["then"]
+    if branch is None or set(branch) != {"properties"} or set(branch["properties"]) != {"data"}:
+        return None
+    data = dict(branch["properties"]["data"])
+    if set(data.get("properties", {}).get("dt", {})) - ANNOTATIONS != {"type", "items"}:
+        return None
+    data["properties"] = {**data["properties"], "dt": _TIGHT_GAPS}
+    properties = {**row["properties"], "type": {"const": tag}, "data": data, "seq0": _TIGHT_ANCHOR,
+                  "time0": {**_TIGHT_ANCHOR, "minimum": -(2**52)}}
+    return {**{k: v for k, v in row.items() if k != "allOf"}, "properties": properties, "x-fast-tag": ["type", tag]}
+
+
+def _build(generation: int) -> FastTypes:
+    documents, _ = _registry()
+    mine = _generation_documents(generation)
+    envelope = _root(mine, "envelope", generation)
+    row = _root(mine, "packed-chunk-row", generation)
+    assert envelope is not None
+    words = vocabulary(generation)
+    gen = _Generator(documents)
+    annotations: dict[tuple[str, str], str] = {}
+    message_types: dict[str, _Type] = {}
+    unsupported: dict[str, str] = {}
+    closed: dict[str, bool] = {}
+    by_type = {document["x-dsh-type"]: document for document in mine if "x-dsh-type" in document}
+    for kind in sorted(words.known_types):
+        document = by_type[kind]
+        data_id = document["$id"]
+        surface = kind in words.surface_types
+        saved = (len(gen.classes), dict(gen.by_key), dict(gen.check_roots))
+        try:
+            event = _event_schema(envelope, kind, data_id, surface)
+            if surface:
+                projected = _projected(gen, kind, document, data_id)
+                if projected is None:
+                    raise Unsupported("surface data without a message property")
+                data_schema, message_schema = projected
+                message_types[kind] = gen._exact(message_schema, data_id)
+                event["properties"]["data"] = {"x-fast": "at", "schema": data_schema, "base": data_id}
+            typed = gen._exact(event, envelope["$id"])
+            annotations[("event", kind)] = typed.source
+            closed[kind] = typed.closed
+        except Unsupported as why:
+            del gen.classes[saved[0]:]
+            gen.by_key, gen.check_roots = saved[1], saved[2]
+            message_types.pop(kind, None)
+            unsupported[kind] = str(why)
+    session = _root(mine, "session-header", generation)
+    try:
+        header_annotation = gen._exact(session, session["$id"]).source if session is not None else None
+    except Unsupported:
+        header_annotation = None
+    if row is not None:
+        for tag in row["properties"]["type"]["enum"]:
+            specialized = _specialize(row, tag)
+            try:
+                if specialized is None:
+                    raise Unsupported("packed row branch")
+                annotations[("packed", tag)] = gen._exact(specialized, row["$id"]).source
+            except Unsupported as why:
+                unsupported[tag] = str(why)
+    source = gen.source()
+    module = types.ModuleType(f"dsh_audit.fastpath._generated_v{generation}")
+    checks = SourceCompiler(documents).build(gen.check_roots) if gen.check_roots else {}
+    missing = set(gen.check_roots) - set(checks)
+    module.__dict__.update(checks, _plain=plain, _FLAGS=FLAGS, _unique_ints=unique_ints)
+    for name in missing:   # fastcheck cannot check it either: such a value is always doubtful
+        module.__dict__[name] = _never
+    sys.modules[module.__name__] = module
+    exec(compile(source, f"<{module.__name__}>", "exec"), module.__dict__)
+    namespace = module.__dict__
+
+    def decoder(annotation: str) -> msgspec.json.Decoder[Any]:
+        return msgspec.json.Decoder(eval(annotation, namespace))
+
+    events: dict[str, type] = {}
+    packed: dict[str, type] = {}
+    messages: dict[str, MessageType] = {}
+    for (what, kind), annotation in annotations.items():
+        try:
+            decoder(annotation)
+            if what == "event" and kind in message_types:
+                message = message_types[kind]
+                built = decoder(message.source)
+                messages[kind] = MessageType(built, message.provable, message.closed, _anyish(built.type, set()))
+        except (TypeError, ValueError) as why:   # msgspec refuses the type (an ambiguous union, say)
+            unsupported[kind] = f"msgspec: {why}"
+            continue
+        (events if what == "event" else packed)[kind] = namespace[annotation]
+    line = msgspec.json.Decoder(typing.Union[tuple([*events.values(), *packed.values()])])  # noqa: UP007
+    header = decoder(header_annotation) if header_annotation is not None else None
+    tags = {cls: str(cls.__struct_config__.tag) for cls in namespace.values()
+            if isinstance(cls, type) and issubclass(cls, msgspec.Struct) and cls.__struct_config__.tag is not None}
+    chunk_classes: dict[str, type] = {}
+    if "assistant/chunk" in events:
+        union = typing.get_type_hints(typing.get_type_hints(events["assistant/chunk"])["data"])["chunk"]
+        for member in typing.get_args(union):
+            chunk_classes[member.__struct_config__.tag] = member
+    deep = frozenset(cls for cls in [*events.values(), *packed.values()] if _unbounded(cls, frozenset()))
+    depths: dict[type, int | None] = {}
+    for cls in namespace.values():
+        if isinstance(cls, type) and issubclass(cls, msgspec.Struct):
+            _static_depth(cls, depths, frozenset())
+    static = {cls: depth for cls, depth in depths.items() if depth is not None}
+    walks: dict[type, tuple[int, tuple[str, ...]]] = {}
+    for cls, depth in depths.items():
+        if depth is None:   # unbounded: its bounded fields' depth, and the fields to walk
+            hints = typing.get_type_hints(cls)
+            names: tuple[str, ...] = cls.__struct_fields__  # type: ignore[attr-defined]
+            fixed = [_static_depth(hints[name], depths, frozenset()) for name in names]
+            walks[cls] = (1 + max((d for d in fixed if d is not None), default=0),
+                          tuple(name for name, d in zip(names, fixed, strict=True) if d is None))
+    return FastTypes(generation, line, header, events, packed, messages, unsupported, closed, chunk_classes, tags,
+                     deep, static, walks, source)
+
+
+def _static_depth(annotation: Any, memo: dict[type, int | None], path: frozenset[type]) -> int | None:
+    """How deep a value of a generated type nests (a Struct or list is one level), or None when unbounded."""
+    origin = typing.get_origin(annotation)
+    if annotation is msgspec.Raw:   # a surface event's message: checked once decoded
+        return 0
+    if annotation is Any or annotation is dict or origin is dict:
+        return None
+    if origin is typing.Literal:
+        return 0
+    if origin is list:
+        inner = _static_depth(typing.get_args(annotation)[0], memo, path)
+        return None if inner is None else inner + 1
+    if origin is not None:   # a Union (get_type_hints strips Annotated)
+        found = [_static_depth(arg, memo, path) for arg in typing.get_args(annotation)]
+        known = [depth for depth in found if depth is not None]
+        return None if len(known) < len(found) else max(known, default=0)
+    if isinstance(annotation, type) and issubclass(annotation, msgspec.Struct):
+        if annotation in memo:
+            return memo[annotation]
+        if annotation in path:
+            return None
+        fields = [_static_depth(hint, memo, path | {annotation})
+                  for hint in typing.get_type_hints(annotation).values()]
+        bounded = [d for d in fields if d is not None]
+        depth = None if len(bounded) < len(fields) else 1 + max(bounded, default=0)
+        if not path or depth is not None:
+            memo[annotation] = depth
+        return depth
+    return 0
+
+
+def _anyish(annotation: Any, seen: set[type]) -> bool:
+    """Whether a generated type holds an `Any` (or free-form object) position anywhere."""
+    origin = typing.get_origin(annotation)
+    if annotation is Any or annotation is dict or origin is dict:
+        return True
+    if origin is typing.Literal:
+        return False
+    if origin is not None:
+        return any(_anyish(arg, seen) for arg in typing.get_args(annotation))
+    if isinstance(annotation, type) and issubclass(annotation, msgspec.Struct) and annotation not in seen:
+        seen.add(annotation)
+        return any(_anyish(hint, seen) for hint in typing.get_type_hints(annotation).values())
+    return False
+
+
+def _unbounded(annotation: Any, path: frozenset[type]) -> bool:
+    """Whether values of a generated type may nest without bound (through Any, raw bytes or recursion): only their
+    lines need the readers' depth cap checked."""
+    origin = typing.get_origin(annotation)
+    if annotation is Any or annotation is msgspec.Raw or annotation is dict or origin is dict:
+        return True
+    if origin is typing.Literal:
+        return False
+    if origin is not None:
+        return any(_unbounded(arg, path) for arg in typing.get_args(annotation))
+    if isinstance(annotation, type) and issubclass(annotation, msgspec.Struct):
+        if annotation in path:
+            return True
+        return any(_unbounded(hint, path | {annotation}) for hint in typing.get_type_hints(annotation).values())
+    return False
+
+
+def _never(value: Any) -> bool:
+    return False
+
+
+@cache
+def fast_types(generation: int) -> FastTypes:
+    return _build(generation)
+
+
+__all__ = ["FLAGS", "FastTypes", "MessageType", "fast_types", "plain", "seq_run", "unique_ints"]

@@ -1,0 +1,725 @@
+"""The fast verifier: decide, in one pass, that a log has no finding at all, and compute its request digests.
+
+Each line is decoded by its type's generated decoder (dsh_audit.fastpath.types: schema, envelope and surface rules
+checked in C while parsing), then one loop keeps the state of the request fold (dsh_audit.fold), the surface
+(dsh_audit.surface), the structural checks (dsh_audit.structure), admission (dsh_audit.admission) and the migration
+notes (dsh_audit.successors) for the shapes it covers. It never words a finding: wherever the full verifier would
+report anything (an error, a warning or a note), or a shape is not covered, it raises Doubt and the caller runs the
+full verifier. Being stricter than the full verifier is always allowed; being more lenient never is.
+
+Message bytes: a request digest hashes the JSON.stringify bytes of each message. The stored bytes of the message
+(msgspec.Raw) are used when provably identical (`message_bytes` says why); otherwise they are serialized as the
+fold does (dsh_audit.jsjson).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+import orjson
+
+from ..fold import Cause
+from ..generations import Generation
+from ..header import HeaderSnapshot, changed_fields, header_equals, is_placeholder, snapshot, system_text
+from ..jsjson import dumps_bytes
+from ..shape import header_problem
+from ..surface import _masked_tool_result
+from .lines import Doubt
+from .types import FLAGS, FastTypes, MessageType, fast_types, seq_run
+
+UNSET = msgspec.UNSET
+MAX_SAFE = 2**53 - 1
+_DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError)
+_ENCODE_INTO = msgspec.json.Encoder().encode_into
+_SCRATCH = bytearray()   # msgspec's writing of the message being proved: only its length is read
+_CONTROL_ESCAPE = re.compile(rb"\\u00").search   # re finds it faster than `in` (its prefix scan skips better)
+# Types some rule of the fold or the checks reads: each has a handler below, or (image/offload, developer/message)
+# is left to the full verifier. Every other known type is only checked against its schema.
+_FOLDED = frozenset({
+    "turn/start", "turn/end", "step/start", "step/end", "request/header", "request/context", "session/end-seed",
+    "assistant/chunk", "tool/result", "assistant/attempt", "system/message", "developer/message",
+    "assistant/message", "tool/call", "user/message", "image/offload", "subagent/descriptor"})
+SUPPORTED = frozenset({0, 1, 2, 3})   # v4's tool-role results and developer messages are left to the full verifier
+
+
+def message_bytes(raw: msgspec.Raw, kind: MessageType) -> tuple[Any, Any]:
+    """(the typed message, the JSON.stringify bytes of it): the stored bytes when provably those, else serialized.
+
+    The proof: msgspec writes every string (checked for every code point), safe integer and literal as
+    JSON.stringify does, and JSON.stringify's text is the shortest of all JSON texts of a value (whitespace, a
+    duplicate key, "-0", an escape where a character or a shorter escape would do: each only lengthens it). Two
+    same-length spellings remain, and are excluded: a control character's \\u00XX escape in upper case (any
+    stored \\u00 sends the message to the serializer) and the values msgspec itself writes otherwise (floats,
+    integers beyond 2**53, array-index keys, which JS lists first: a provable type has none, an `Any` position is
+    checked while decoding). So stored bytes as long as msgspec's writing of the decoded message are
+    JSON.stringify's, byte for byte."""
+    if kind.anyish:   # `Any` positions report what msgspec would write otherwise (types.plain) while decoding
+        FLAGS.active, FLAGS.unplain = True, 0
+        try:
+            message = kind.decoder.decode(raw)
+        except _DECODE_ERRORS:
+            raise Doubt("message shape") from None
+        finally:
+            FLAGS.active = False
+    else:
+        try:
+            message = kind.decoder.decode(raw)
+        except _DECODE_ERRORS:
+            raise Doubt("message shape") from None
+    stored = raw   # hashed as it is (Raw is a buffer over the line, which the surface then keeps alive)
+    if (kind.provable and not (kind.anyish and FLAGS.unplain) and _CONTROL_ESCAPE(stored) is None
+            and (_ENCODE_INTO(message, _SCRATCH), len(_SCRATCH))[1] == len(stored)):
+        return message, stored
+    return message, dumps_bytes(orjson.loads(memoryview(raw)))
+
+
+_MISSING = object()
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether a container nests deeper than `limit` levels (iterative, as the readers check it)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
+_SCALARS = frozenset({str, int, bool, float, type(None), type(UNSET), msgspec.Raw})
+
+
+def within(value: Any, room: int, types: FastTypes) -> bool:
+    """Whether a decoded value nests no deeper than `room` levels (a Struct, list or object is one level): by its
+    generated type where that bounds it, walking only the fields that can nest without bound; False when it
+    holds an untyped container (then the caller counts brackets as the readers do). A msgspec.Raw counts nothing:
+    its owner checks it once decoded."""
+    static = types.static_depth.get
+    kind = type(value)
+    depth = static(kind)
+    if depth is not None:
+        return bool(depth <= room)
+    walk = types.walks.get(kind)
+    if walk is None:
+        if kind in _SCALARS:
+            return True
+        if kind is list and room > 0:
+            return all(within(item, room - 1, types) for item in value)
+        return False   # a dict of an `Any` position (or a list past the room)
+    fixed, fields = walk
+    if fixed > room:
+        return False
+    for name in fields:
+        field = getattr(value, name)
+        if type(field) is list:   # content blocks, say: most are of a bounded type
+            if room < 2:
+                return False
+            for item in field:
+                depth = static(type(item))
+                if depth is None:
+                    if not within(item, room - 2, types):
+                        return False
+                elif depth > room - 2:
+                    return False
+        elif type(field) not in _SCALARS and not within(field, room - 1, types):
+            return False
+    return True
+
+
+def _log_only(event: Any, seq: int, line: bytes) -> None:
+    """A known type that nothing folds or checks beyond its schema."""
+
+
+REPLACE_WORK_PER_EVENT, REPLACE_WORK_FLOOR = 64, 1_000_000
+
+
+class _Request:
+    __slots__ = ("attempt", "causes", "dispatch_seq", "extends_previous", "inherited", "sha256", "step", "turn")
+
+    def __init__(self, turn: int, step: int, attempt: int, dispatch_seq: int, inherited: bool) -> None:
+        self.turn, self.step, self.attempt, self.dispatch_seq = turn, step, attempt, dispatch_seq
+        self.inherited = inherited
+        self.sha256: str | None = None
+        self.extends_previous = True
+        self.causes: list[Cause] = []
+
+
+class FastVerifier:
+    """One log. `run(lines)` takes the raw lines after the header and returns the dispatched requests."""
+
+    def __init__(self, header: dict[str, Any], generation: Generation, message_prefix: str, *,
+                 keep_requests: bool = True) -> None:
+        if generation.version not in SUPPORTED:
+            raise Doubt(f"generation v{generation.version}")
+        self.types: FastTypes = fast_types(generation.version)
+        self.generation = generation
+        self.version = generation.version
+        self.settles = generation.dispatch == "settlement"
+        self.header_system = generation.system_prompt == "header"
+        self.protect_head = generation.system_prompt == "surface"
+        self.start_key, self.end_key = generation.replace_keys
+        self.message_prefix_mode = message_prefix
+        if generation.seed_cut == "seedLength":
+            cut = header.get("seedLength")
+            self.seed_cut = cut if isinstance(cut, int) and not isinstance(cut, bool) else None
+        else:
+            if header.get("isSeeded") is True:
+                raise Doubt("seeded child (its cut needs a second pass)")
+            self.seed_cut = None
+        self.events = 0
+        self.keep_requests = keep_requests   # off: only counted, so memory stays bounded by the live surface
+        self.requests: list[_Request] = []
+        self.request_count = 0
+        # the fold
+        self.header: HeaderSnapshot | None = None
+        self.open_attempt: tuple[int, int] | None = None
+        self.attempts: dict[tuple[int, int], int] = {}
+        self.current: _Request | None = None
+        self.pending_causes: list[Cause] = []
+        self.previous_header: HeaderSnapshot | None = None
+        self.previous_count = 0
+        self.previous_generation = 0
+        self._hash: Any = None
+        self._hash_key: tuple[int, HeaderSnapshot] | None = None
+        self._hash_count = 0
+        self._closing = b""
+        # the surface
+        self.nodes: list[int] = []
+        self.messages: dict[int, Any] = {}         # node -> its message's bytes (bytes or msgspec.Raw), or None
+        self.tool_lines: dict[int, bytes] = {}     # live tool/result node -> its stored line (rewrite checks)
+        self.surface_generation = 0
+        self.replace_work = 0                      # nodes scanned by replaces so far
+        self.visible: list[Any] = []
+        self.head_is_system = False
+        # the structural checks
+        self.turn: int | None = None
+        self.step: int | None = None
+        self.headers_seen = 0
+        self.instance_anchored = False
+        self.calls: dict[str, int] = {}
+        self.pre_dispatch: int | None = None
+        self.attempt_open = False
+        self.late = False
+        self.blocks: dict[int, Any] = {}
+        self.finish_kind: str | None = None
+        self.declared_tools: frozenset[str] | None = None
+        chunk_types = self.types.chunk_classes
+        self.finish_class, self.block_end_class = chunk_types.get("finish"), chunk_types.get("block-end")
+        self.tool_row_class = self.types.packed.get("tool-call-chunks")
+        self.tag = self.types.tags.get
+        self.tool_call_classes = frozenset(cls for cls, tag in self.types.tags.items() if tag == "tool-call")
+        self.max_depth = 0       # the readers' depth cap (0: none), set by run
+        self.step_seen = False   # successors: a surface event before the first step/start (v0-v2)
+
+    # -- the loop ------------------------------------------------------------------------------------------
+    def run(self, lines: Iterable[bytes], *, check_newline: bool = False, max_line: int | None = None,
+            max_depth: int | None = None) -> list[_Request]:
+        """Every line after the header (a trailing newline is whitespace to the decoders); `check_newline`: the
+        lines keep their newline, and the last one must have it. `max_line`, `max_depth`: the readers' caps
+        (dsh_audit.readers.limits), past which the full verifier reports a read error."""
+        handlers = {
+            "assistant/chunk": self._chunk_line, "assistant/message": self._assistant_message,
+            "tool/result": self._tool_result, "user/message": self._user_message, "tool/call": self._tool_call,
+            "step/start": self._step_start, "step/end": self._step_end, "turn/start": self._turn_start,
+            "turn/end": self._turn_end, "request/header": self._request_header,
+            "request/context": self._request_context, "session/end-seed": self._end_seed,
+            "assistant/attempt": self._assistant_attempt, "system/message": self._system_message,
+            "subagent/descriptor": self._descriptor}
+        table: dict[type, Any] = {}   # Struct of a line -> its handler; None: a packed row
+        for kind, cls in self.types.events.items():
+            handler = handlers.get(kind)
+            if handler is None and kind not in _FOLDED:
+                handler = _log_only
+            if handler is not None:
+                table[cls] = handler
+        if self.generation.packed_chunk_rows:
+            for cls in self.types.packed.values():
+                table[cls] = None
+        chunk_class = self.types.events.get("assistant/chunk")
+        packed_classes = tuple(cls for cls, handler in table.items() if handler is None)
+        tool_row = self.tool_row_class
+        decode = self.types.line.decode
+        decode_error = _DECODE_ERRORS
+        lookup = table.get
+        finish, block_end = self.finish_class, self.block_end_class
+        missing = _MISSING
+        expected = 0
+        line = b"\n"
+        deep = self.types.deep if max_depth is not None else frozenset()
+        depth = max_depth if max_depth is not None else 0
+        self.max_depth = depth
+        types = self.types
+        long_line = 2 * depth if depth else 1 << 62   # shorter lines hold too few brackets to nest that deep
+        cap = max_line if max_line is not None else 1 << 62
+        for line in lines:
+            try:
+                event = decode(line)
+            except decode_error as error:   # a shape its generated type refuses, or a type it has no decoder for
+                raise Doubt(f"line shape: {str(error)[:100]}") from None
+            if len(line) > cap:
+                raise Doubt("a line over the line cap")
+            cls = type(event)
+            if cls is chunk_class:   # the commonest line: one raw chunk (v0/v1)
+                seq = event.seq
+                if seq != expected:
+                    raise Doubt("seq not contiguous or absent")
+                expected = seq + 1
+                data = event.data
+                chunk = data.chunk
+                chunk_type = type(chunk)
+                if chunk_type is block_end or chunk_type is finish:   # the chunks that can nest without bound
+                    if len(line) > long_line and not within(event, depth, types):
+                        self._depth_check(line)
+                    if chunk_type is finish or (data.turn, data.step) != self.open_attempt:
+                        self._chunk(data.turn, data.step, seq, chunk)
+                    else:
+                        self.blocks[seq] = chunk.block
+                elif (data.turn, data.step) != self.open_attempt:
+                    self._chunk(data.turn, data.step, seq, chunk)
+                continue
+            if cls in packed_classes:   # a packed run of delta chunks (v0/v1)
+                seq = event.seq0
+                if seq != expected or event.time0 is UNSET:
+                    raise Doubt("packed row seq")
+                data = event.data
+                count = len(data.dt) + 1   # the tightened decoder bounds seq0, time0 and the gaps (types.py)
+                if count != len(data.args if cls is tool_row else data.texts):
+                    raise Doubt("packed row gaps")
+                expected = seq + count
+                if (data.turn, data.step) != self.open_attempt:   # else nothing changes: deltas of an open attempt
+                    self._chunk(data.turn, data.step, seq, None)
+                continue
+            if cls in deep and len(line) > long_line and not within(event, depth, types):   # messages: in handlers
+                self._depth_check(line)
+            handler = lookup(cls, missing)
+            if handler is missing:
+                raise Doubt("an event type the fast path does not fold")
+            seq = event.seq
+            if seq != expected:
+                raise Doubt("seq not contiguous or absent")
+            expected = seq + 1
+            handler(event, seq, line)
+        if check_newline and not line.endswith(b"\n"):
+            raise Doubt("unterminated final line")
+        self.events = expected   # seqs run contiguously from 0: one per event, a packed row's members included
+        if expected == 0 or self.turn is not None or self.calls:
+            raise Doubt("empty log, open turn or unanswered tool calls")
+        return self.requests
+
+    def _depth_check(self, line: bytes) -> None:
+        """The readers' depth cap, as they test it: a long line with many brackets is walked."""
+        depth = self.max_depth
+        if len(line) > 2 * depth and line.count(b"[") + line.count(b"{") > depth \
+                and _deeper_than(orjson.loads(line), depth):
+            raise Doubt("JSON nested deeper than the depth cap")
+
+    def _message(self, raw: msgspec.Raw, kind: str, above: int, line: bytes) -> tuple[Any, Any]:
+        """A surface event's message, typed, and its bytes; `above`: the levels of the line above the message."""
+        message, stored = message_bytes(raw, self.types.messages[kind])
+        if self.max_depth and len(line) > 2 * self.max_depth \
+                and not within(message, self.max_depth - above, self.types):
+            self._depth_check(line)
+        return message, stored
+
+    # -- chunks ----------------------------------------------------------------------------------------------
+    def _chunk_line(self, event: Any, seq: int, line: bytes) -> None:
+        data = event.data
+        self._chunk(data.turn, data.step, seq, data.chunk)
+
+    def _chunk(self, turn: int, step: int, seq: int, chunk: Any) -> None:
+        """A delta run (chunk None) or one raw chunk of a first-chunk generation (v0/v1)."""
+        key = (turn, step)
+        # the fold
+        if key != self.open_attempt:
+            self.current = None
+            self.open_attempt = None
+        if self.open_attempt is None:
+            self._dispatch(key, seq, "first-chunk")
+            self.open_attempt = key
+        kind = None if chunk is None else self.tag(type(chunk))
+        if kind == "finish" and self.current is not None:
+            self.open_attempt = None
+        # the structural checks
+        if self.late:
+            raise Doubt("late surface event")
+        self.attempt_open = kind != "finish"
+        self.pre_dispatch = None
+        if kind == "block-end":
+            self.blocks[seq] = chunk.block
+        elif kind == "finish":
+            self.finish_kind = self.tag(type(chunk.reason))
+        if turn != self.turn or step != self.step:
+            raise Doubt("chunk outside its step")
+
+    # -- turns and steps ---------------------------------------------------------------------------------------
+    def _close(self) -> None:
+        self.current = None
+        self.open_attempt = None
+
+    def _boundary(self) -> None:
+        self.attempt_open = False
+        self.late = False
+        self.pre_dispatch = None
+
+    def _turn_start(self, event: Any, seq: int, line: bytes) -> None:
+        self._close()
+        self.attempts.clear()
+        if self.turn is not None:
+            raise Doubt("turn/start inside a turn")
+        self.turn, self.step = event.data.turn, None
+        self.attempt_open = False
+        self.late = False
+
+    def _turn_end(self, event: Any, seq: int, line: bytes) -> None:
+        self._close()
+        if self.turn is None or event.data.turn != self.turn or self.step is not None:
+            raise Doubt("turn/end enclosure")
+        self.turn = self.step = None
+        self._boundary()
+
+    def _step_start(self, event: Any, seq: int, line: bytes) -> None:
+        self._close()
+        self.attempts.clear()
+        data = event.data
+        if self.turn is None or data.turn != self.turn or self.step is not None:
+            raise Doubt("step/start enclosure")
+        self.step = data.step
+        self._boundary()
+        self.step_seen = True
+
+    def _step_end(self, event: Any, seq: int, line: bytes) -> None:
+        self._close()
+        data = event.data
+        if self.step is None or data.turn != self.turn or data.step != self.step:
+            raise Doubt("step/end enclosure")
+        self.step = None
+        self._boundary()
+
+    def _tool_call(self, event: Any, seq: int, line: bytes) -> None:
+        data = event.data
+        if data.turn != self.turn or data.step != self.step:
+            raise Doubt("tool/call outside its step")
+
+    def _descriptor(self, event: Any, seq: int, line: bytes) -> None:
+        if self.version == 0 and getattr(event.data, "version", None) != 3:
+            raise Doubt("descriptor version the v0->v1 migration refuses")
+
+    # -- headers -------------------------------------------------------------------------------------------
+    def _request_header(self, event: Any, seq: int, line: bytes) -> None:
+        stored = orjson.loads(line)   # rare and large: the full verifier's own dict, for its own helpers
+        if header_problem(stored) is not None:
+            raise Doubt("request/header shape")
+        data = stored["data"]
+        header = data["header"]
+        if self.protect_head and "system" in header:
+            raise Doubt("retired header.system")
+        # the structural checks
+        reason = data.get("reason")
+        if self.turn is None:
+            raise Doubt("header outside a turn")
+        if not self.instance_anchored:
+            if reason != ("resume" if self.headers_seen else "initial"):
+                raise Doubt("instance anchor")
+            self.instance_anchored = True
+        elif reason == "initial":
+            raise Doubt("second initial header")
+        self.headers_seen += 1
+        if not self.attempt_open:
+            self.pre_dispatch = seq
+        if any(is_placeholder(header.get(key)) for key in ("system", "tools", "messagePrefix")):
+            raise Doubt("placeholder header")
+        tools = header.get("tools")
+        if tools is None or tools == []:
+            self.declared_tools = frozenset()
+        elif isinstance(tools, list) and all(isinstance(t, dict) and isinstance(t.get("name"), str) for t in tools):
+            self.declared_tools = frozenset(t["name"] for t in tools)
+        else:
+            self.declared_tools = None
+        # the fold (dsh_audit.fold.RequestFold._apply_header)
+        new = snapshot(seq, data, system=self.header_system, prefix=self.generation.message_prefix)
+        if new.message_prefix is not None and new.message_prefix != []:
+            raise Doubt("header messagePrefix")
+        old = self.header
+        if old is None:
+            self.pending_causes.append(Cause(new.reason, seq, "first request/header"))
+        elif not header_equals(old.header, new.header) or old.message_prefix != new.message_prefix:
+            fields = changed_fields(old.header, new.header)
+            if old.message_prefix != new.message_prefix:
+                fields.append("messagePrefix")
+            kind = "model-change" if "config.model" in fields or "config.provider" in fields else "header-change"
+            self.pending_causes.append(Cause(kind, seq, f"{new.reason}: " + ", ".join(fields)))
+        elif new.reason == "resume":
+            self.pending_causes.append(Cause("resume", seq, "resume header identical to its predecessor"))
+        self.header = new
+
+    def _request_context(self, event: Any, seq: int, line: bytes) -> None:
+        if not self.attempt_open:
+            self.pre_dispatch = seq
+
+    def _end_seed(self, event: Any, seq: int, line: bytes) -> None:
+        self.pending_causes.append(Cause("end-seed", seq, "resume/fork boundary (session/end-seed)"))
+        self.instance_anchored = False
+        if self.generation.seed_cut == "inherited-end-seed" and getattr(event.data, "inherited", None) is True:
+            raise Doubt("inherited end-seed marker")
+
+    # -- surface events ------------------------------------------------------------------------------------
+    def _surface_common(self, kind: str) -> None:
+        """What every surface event meets in the structural checks and the migration notes."""
+        if self.pre_dispatch is not None and not self.attempt_open and kind != "assistant/message":
+            self.late = True
+        if not self.step_seen and self.version <= 2:
+            raise Doubt("surface event before the first step (migration note)")
+
+    def _user_message(self, event: Any, seq: int, line: bytes) -> None:
+        _, stored = self._message(event.data, "user/message", 1, line)
+        self._surface_common("user/message")
+        self._apply(event, seq, "user/message", stored, line)
+
+    def _tool_result(self, event: Any, seq: int, line: bytes) -> None:
+        data = event.data
+        message, stored = self._message(data.message, "tool/result", 2, line)
+        call_id = message.source.callId
+        block = message.content[0]
+        if block.toolCallId != call_id:
+            raise Doubt("mismatched tool call ids")
+        rewrite = event.surfaceOp != "append"
+        if not rewrite:
+            if data.error is not UNSET and self.generation.error_needs_flag and block.isError is not True:
+                raise Doubt("error result not flagged")
+            if self.calls.pop(call_id, None) is None:
+                raise Doubt("tool result pairing")
+        self._surface_common("tool/result")
+        if not rewrite and (data.turn != self.turn or data.step != self.step):
+            raise Doubt("tool/result outside its step")
+        self._apply(event, seq, "tool/result", stored, line)
+
+    def _system_message(self, event: Any, seq: int, line: bytes) -> None:
+        data = event.data
+        message, stored = self._message(data.message, "system/message", 2, line)
+        if self.step is None or data.turn != self.turn or data.step != self.step:
+            raise Doubt("system/message outside its step")
+        if is_placeholder(system_text(orjson.loads(memoryview(stored)))):
+            raise Doubt("placeholder system prompt")
+        self._surface_common("system/message")
+        self._apply(event, seq, "system/message", None if not message.content else stored, line)
+
+    def _assistant_message(self, event: Any, seq: int, line: bytes) -> None:
+        data = event.data
+        message, stored = self._message(data.message, "assistant/message", 2, line)
+        if event.surfaceOp != "append":
+            raise Doubt("assistant/message replace")
+        key = (data.turn, data.step)
+        content = message.content
+        # the fold
+        if self.settles:
+            stream = data.stream
+            self._dispatch(key, seq, "settlement", traced=bool(stream))
+        elif self.current is None and key not in self.attempts:
+            self._dispatch(key, seq, "first-response-event")
+        self._apply(event, seq, "assistant/message", None if not content else stored, line)
+        self._close()
+        # the structural checks
+        if self.late:
+            raise Doubt("late surface event")
+        self.attempt_open = False
+        self.pre_dispatch = None
+        if self.settles:
+            if event.sourceEventSeqs is not UNSET:
+                raise Doubt("assistant/message provenance")
+            self._stream_blocks(stream)
+        declared = self.declared_tools
+        tool_calls = self.tool_call_classes
+        for block in content:
+            if type(block) in tool_calls:
+                self.calls.setdefault(block.id, seq)
+                if declared is not None and block.name not in declared:
+                    raise Doubt("undeclared tool")
+        if data.interrupted is UNSET and self.finish_kind in ("stop", "tool-calls"):
+            self._match_blocks(event, content)
+        self.blocks, self.finish_kind = {}, None
+        if not self.step_seen and self.version <= 2:
+            raise Doubt("surface event before the first step (migration note)")
+        if key != (self.turn, self.step):
+            raise Doubt("assistant/message outside its step")
+
+    def _match_blocks(self, event: Any, content: list[Any]) -> None:
+        ordered = sorted(self.blocks.items())
+        if self.settles:
+            blocks = [block for _, block in ordered]
+        else:
+            sources = event.sourceEventSeqs
+            if sources is UNSET or not sources:
+                return
+            low, high, contiguous = seq_run(sources)
+            if contiguous:
+                blocks = [block for seq, block in ordered if low <= seq <= high]
+            else:
+                cited = set(sources)
+                blocks = [block for seq, block in ordered if seq in cited]
+        if blocks and blocks != content:
+            raise Doubt("message differs from its chunks")
+
+    def _stream_blocks(self, stream: Any) -> None:
+        """v2 on: an embedded stream's packed records and the blocks it completed (structure._check_stream and
+        _stream_blocks)."""
+        blocks: list[Any] = []
+        finish = None
+        for record in stream:
+            tag = self.tag(type(record))
+            if tag == "chunk":
+                chunk = record.chunk
+                kind = self.tag(type(chunk))
+                if kind == "block-end":
+                    blocks.append(chunk.block)
+                elif kind == "finish":
+                    finish = self.tag(type(chunk.reason))
+            else:
+                members = record.args if tag == "tool-call-chunks" else record.texts
+                gaps = record.dt
+                if len(gaps) != len(members) - 1:
+                    raise Doubt("stream record gaps")
+                if gaps and not -MAX_SAFE <= record.time0 + sum(gaps) <= MAX_SAFE:
+                    raise Doubt("stream record times")
+        self.blocks = dict(enumerate(blocks))
+        self.finish_kind = finish
+
+    def _assistant_attempt(self, event: Any, seq: int, line: bytes) -> None:
+        data = event.data
+        key = (data.turn, data.step)
+        self._dispatch(key, seq, "settlement", traced=bool(data.stream))
+        self._close()
+        if self.late:
+            raise Doubt("late surface event")
+        self._stream_blocks(data.stream)
+        self.blocks, self.finish_kind = {}, None   # an attempt's stream is checked, not matched against a message
+        self.attempt_open = False
+        self.pre_dispatch = None
+        if self.step is None or key != (self.turn, self.step):
+            raise Doubt("assistant/attempt outside its step")
+
+    # -- the surface (dsh_audit.surface.Surface) -----------------------------------------------------------
+    def _apply(self, event: Any, seq: int, kind: str, message: Any, line: bytes) -> None:
+        op = event.surfaceOp
+        sources = event.sourceEventSeqs
+        facts = None
+        if sources is not UNSET:
+            if not sources:
+                if kind != "assistant/message":
+                    raise Doubt("empty sourceEventSeqs")
+            else:
+                facts = seq_run(sources)
+                if facts[1] >= seq:
+                    raise Doubt("sourceEventSeqs cite a later event")
+        if op == "append":
+            if self.protect_head:
+                system = kind == "system/message"
+                if not self.nodes:
+                    self.head_is_system = system
+                elif system and not self.head_is_system:
+                    raise Doubt("system head")
+            self.nodes.append(seq)
+            self.messages[seq] = message
+            if kind == "tool/result":
+                self.tool_lines[seq] = line
+            if message is not None:
+                self.visible.append(message)
+            return
+        start, end = getattr(op, self.start_key), getattr(op, self.end_key)
+        nodes = self.nodes
+        # This surface finds and rebuilds in O(surface) per replace; dsh_audit.surface is linear overall. Past a
+        # budget proportional to the log read so far, leave a replace-heavy log to the full verifier.
+        self.replace_work += len(nodes)
+        if self.replace_work > REPLACE_WORK_PER_EVENT * seq + REPLACE_WORK_FLOOR:
+            raise Doubt("replace-heavy log: the full verifier's surface is linear in it")
+        try:
+            i, j = nodes.index(start), nodes.index(end)
+        except ValueError:
+            raise Doubt("replace names a missing node") from None
+        if i > j:
+            raise Doubt("replace range reversed")
+        shadowed = nodes[i:j + 1]
+        if facts is None:
+            raise Doubt("replace without provenance")
+        low, high, contiguous = facts
+        if contiguous:
+            if not all(low <= node <= high for node in shadowed):
+                raise Doubt("replace provenance")
+        else:
+            cited = set(sources)
+            if any(node not in cited for node in shadowed):
+                raise Doubt("replace provenance")
+        if self.protect_head and i == 0 and self.head_is_system and (kind != "system/message" or j):
+            raise Doubt("system head rewrite")
+        if kind == "tool/result":
+            if len(shadowed) != 1 or shadowed[0] not in self.tool_lines:
+                raise Doubt("tool/result rewrite target")
+            before = orjson.loads(self.tool_lines[shadowed[0]])["data"]
+            if _masked_tool_result(before) != _masked_tool_result(orjson.loads(line)["data"]):
+                raise Doubt("tool/result rewrite changes more than content")
+            self.tool_lines[seq] = line
+        self.messages[seq] = message
+        if i == 0 and self.protect_head:
+            self.head_is_system = kind == "system/message"
+        nodes[i:j + 1] = [seq]
+        for node in shadowed:
+            self.messages.pop(node, None)
+            self.tool_lines.pop(node, None)
+        self.surface_generation += 1
+        self.visible = [m for m in (self.messages[node] for node in nodes) if m is not None]
+        what = "system-change" if kind == "system/message" else "replace"
+        self.pending_causes.append(Cause(what, seq, f"{kind} replaced surface nodes {shadowed[0]}..{shadowed[-1]} "
+                                                    f"({len(shadowed)} node(s))"))
+
+    # -- dispatch (dsh_audit.fold.RequestFold._dispatch, _digest, _attribute) -----------------------------------
+    def _dispatch(self, step: tuple[int, int], seq: int, bound: str, *, traced: bool = True) -> None:
+        header = self.header
+        if header is None:
+            raise Doubt("no header in force")
+        if header.placeholders:
+            raise Doubt("placeholder header")
+        attempt = self.attempts.get(step, 0) + 1
+        self.attempts[step] = attempt
+        request = _Request(step[0], step[1], attempt, seq, self.seed_cut is not None and seq < self.seed_cut)
+        request.sha256 = self._digest(header)
+        causes, self.pending_causes = self.pending_causes, []
+        first = self.request_count == 0
+        previous = self.previous_header
+        same_header = previous is not None and (header is previous or (
+            header_equals(header.header, previous.header) and header.message_prefix == previous.message_prefix))
+        grew = self.surface_generation == self.previous_generation and len(self.visible) >= self.previous_count
+        request.extends_previous = not first and same_header and grew
+        request.causes = causes
+        if not first and not request.extends_previous and not any(c.kind != "initial" for c in causes):
+            raise Doubt("prefix break")
+        self.previous_header = header
+        self.previous_count = len(self.visible)
+        self.previous_generation = self.surface_generation
+        self.current = request
+        self.request_count += 1
+        if self.keep_requests:
+            self.requests.append(request)
+
+    def _digest(self, header: HeaderSnapshot) -> str:
+        """sha256 of the request body, continuing the running hash while requests only append (as the fold)."""
+        visible = self.visible
+        key = self._hash_key
+        if key is None or key[0] != self.surface_generation or key[1] is not header \
+                or self._hash_count > len(visible):
+            self._hash = hashlib.sha256(b"{" + header.config_bytes + b'"messages":[')
+            self._hash_key, self._hash_count = (self.surface_generation, header), 0
+            self._closing = b"]" + header.tail_bytes
+        running = self._hash
+        for message in visible[self._hash_count:]:
+            if self._hash_count:
+                running.update(b",")
+            running.update(message)
+            self._hash_count += 1
+        final = running.copy()
+        final.update(self._closing)
+        return str(final.hexdigest())
