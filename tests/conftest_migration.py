@@ -6,29 +6,18 @@ unreachable outside CI, fail otherwise.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest_reference import LOGS_ROOT, _registry_reachable, in_ci
+from conftest_reference import LOGS_ROOT, in_ci, install_pinned
 from official_migration import FORMAT_DIR, FORMAT_NODE, MigratedLog, migrate_corpus
 
 
 @pytest.fixture(scope="session")
 def reference_format_node() -> Path:
     """The pinned Node 22 of tests/reference-format, after install.sh (idempotent) has run."""
-    try:
-        install = subprocess.run([str(FORMAT_DIR / "install.sh")], capture_output=True, text=True, timeout=600,
-                                 check=False)
-        failure = None if install.returncode == 0 else install.stdout + install.stderr
-    except (OSError, subprocess.TimeoutExpired) as error:
-        failure = f"{type(error).__name__}: {error}"
-    if failure is not None:
-        if not in_ci() and not _registry_reachable():
-            pytest.skip("OFFICIAL MIGRATION ORACLE NOT RUN: the npm registry is unreachable, so the dsh "
-                        f"format-migration packages cannot be installed (install.sh said: {failure.strip()[-400:]})")
-        pytest.fail(f"tests/reference-format/install.sh failed:\n{failure}")
+    install_pinned(FORMAT_DIR / "install.sh", "OFFICIAL MIGRATION ORACLE")
     return FORMAT_NODE
 
 

@@ -6,6 +6,7 @@ See docs/differential-testing.md for what is pinned and why.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -51,20 +52,27 @@ def _registry_reachable() -> bool:
     return probe.returncode == 0
 
 
-def ensure_reference_installed() -> None:
-    """Run install.sh; skip (never in CI) only when the npm registry genuinely cannot be reached."""
-    try:
-        install = subprocess.run([str(REFERENCE_DIR / "install.sh")], capture_output=True, text=True,
-                                 timeout=600, check=False)
-        failure = None if install.returncode == 0 else install.stdout + install.stderr
-    except (OSError, subprocess.TimeoutExpired) as error:
-        failure = f"{type(error).__name__}: {error}"
+def install_pinned(script: Path, what: str) -> None:
+    """Run an idempotent install.sh under an exclusive lock on its folder, so that pytest-xdist workers never
+    run two installs into one node_modules at once (the later ones find it done); skip (never in CI) only when
+    the npm registry genuinely cannot be reached, fail otherwise."""
+    with (script.parent / ".install.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            install = subprocess.run([str(script)], capture_output=True, text=True, timeout=600, check=False)
+            failure = None if install.returncode == 0 else install.stdout + install.stderr
+        except (OSError, subprocess.TimeoutExpired) as error:
+            failure = f"{type(error).__name__}: {error}"
     if failure is None:
         return
     if not in_ci() and not _registry_reachable():
-        pytest.skip("DIFFERENTIAL TEST NOT RUN: the npm registry is unreachable, so the dsh reference "
-                    f"packages cannot be installed (install.sh said: {failure.strip()[-400:]})")
-    pytest.fail(f"tests/reference/install.sh failed:\n{failure}")
+        pytest.skip(f"{what} NOT RUN: the npm registry is unreachable, so the pinned packages cannot be installed "
+                    f"({script.relative_to(script.parents[2])} said: {failure.strip()[-400:]})")
+    pytest.fail(f"{script} failed:\n{failure}")
+
+
+def ensure_reference_installed() -> None:
+    install_pinned(REFERENCE_DIR / "install.sh", "DIFFERENTIAL TEST")
 
 
 def run_reference(paths: list[Path], *, bodies: bool = False) -> list[ReferenceResult]:

@@ -302,6 +302,11 @@ def test_stdin_is_streamed_and_read_like_the_file(tmp_path: Path) -> None:
     assert audit("rebuild", "--format", "digest", "-", stdin=compressed).out == expected.out
 
 
+def test_stdin_beside_files_with_workers_is_read_by_the_main_process() -> None:
+    run = audit("verify", "-j", "2", "-", str(SAMPLE), str(SAMPLE.parent), stdin=SAMPLE.read_bytes())
+    assert run.code == 0 and "ok         <stdin>  (v0, 31 events, 3 requests)" in run.out, run
+
+
 def test_stdin_from_a_file_redirect_and_empty_stdin(tmp_path: Path) -> None:
     assert audit("verify", "-", stdin=SAMPLE).code == 0
     one_line_error(audit("verify", "-", stdin=b""), 2, "<stdin>", "empty log")

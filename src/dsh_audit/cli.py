@@ -301,8 +301,10 @@ def verify(logs: tuple[Path, ...], session: str | None, fmt: str, strict: bool, 
 def _report_json(report: LogReport, strict: bool) -> dict[str, Any]:
     return {
         "log": report.label, "generation": report.generation, "ok": not report.failed(strict),
-        "skipped": report.skipped, "supersededBy": report.superseded_by, "events": report.events,
+        "skipped": report.skipped, "supersededBy": report.superseded_by, "ignored": report.ignored,
+        "events": report.events,
         "readError": report.read_error, "rejectedByReference": report.rejected,
+        "unlistedFindings": report.unlisted,
         "findings": [{"code": f.code, "severity": f.severity, "line": f.line, "seq": f.seq,
                       "eventType": f.event_type, "message": f.message, "rejects": f.rejects}
                      for f in report.findings],
@@ -318,6 +320,9 @@ def _render_table(reports: list[LogReport], strict: bool) -> None:
             click.echo(display(f"{'skipped':<10} {report.label}  (an older generation; read "
                                f"{report.superseded_by})"))
             continue
+        if report.ignored is not None:
+            click.echo(display(f"{'ignored':<10} {report.label}  (not a dsh log: {report.ignored})"))
+            continue
         status = "UNREADABLE" if report.read_error else ("FAIL" if report.failed(strict) else "ok")
         generation = f"v{report.generation}" if report.generation is not None else "v?"
         click.echo(display(f"{status:<10} {report.label}  ({generation}, {report.events} events, "
@@ -326,9 +331,14 @@ def _render_table(reports: list[LogReport], strict: bool) -> None:
             click.echo(display(f"    {report.read_error}"))
         for finding in report.findings:
             click.echo(printable(f"    {finding.render()}"))
+        if report.unlisted:
+            counted = ", ".join(f"{count} {severity}" for severity, count in sorted(report.unlisted.items()))
+            click.echo(f"    ... and {sum(report.unlisted.values())} more finding(s), counted but not listed "
+                       f"({counted})")
     totals = summary(reports, strict)
     notes = f", {totals['notes']} note(s)" if totals["notes"] else ""
     skipped = f", {totals['skipped']} older generation(s) skipped" if totals["skipped"] else ""
+    skipped += f", {totals['ignored']} file(s) that are not dsh logs ignored" if totals["ignored"] else ""
     click.echo(f"{totals['logs']} log(s), {totals['failed']} failed, {totals['requests']} request(s) rebuilt, "
                f"{totals['errors']} error(s), {totals['warnings']} warning(s){notes}{skipped}")
 

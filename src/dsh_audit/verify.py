@@ -19,7 +19,8 @@ from .findings import Finding, Report, counts
 from .fold import RebuiltRequest
 from .generations import generations
 from .readers import open_logs
-from .readers.discover import discover_logs
+from .readers.discover import discover_logs, no_log_below
+from .readers.stream import is_stream
 from .records import LogSource
 from .structure import StructureChecker
 from .successors import SuccessorCheck
@@ -39,6 +40,9 @@ class RequestDigest:
     causes: list[str]
 
 
+FINDINGS_KEPT = 10_000   # per log; beyond, findings are counted by severity, not kept
+
+
 @dataclass(slots=True)
 class LogReport:
     label: str
@@ -49,8 +53,11 @@ class LogReport:
     events: int = 0
     read_error: str | None = None    # the log could not be read at all (exit 2)
     superseded_by: str | None = None  # an older generation, skipped: the newer file read instead
+    ignored: str | None = None       # a .jsonl file or database below a directory that is no dsh log: why
     seconds: float = 0.0             # wall time spent verifying it (JUnit reports it per test case)
     fast_path: bool = False          # decided by the fast path (dsh_audit.fastpath); the report is the same either way
+    unlisted: dict[str, int] = field(default_factory=dict)   # findings past FINDINGS_KEPT: counted by severity
+    unlisted_rejects: bool = False
 
     keep_requests: bool = True
 
@@ -64,11 +71,32 @@ class LogReport:
         return self.superseded_by is not None
 
     @property
+    def counted(self) -> bool:
+        """A log that was read (or failed to be): neither an older generation nor a file that is no log."""
+        return self.superseded_by is None and self.ignored is None
+
+    def note(self, finding: Finding) -> None:
+        """Keep a finding, or past FINDINGS_KEPT count it: a log of a million findings stays bounded."""
+        if len(self.findings) < FINDINGS_KEPT:
+            self.findings.append(finding)
+            return
+        self.unlisted[finding.severity] = self.unlisted.get(finding.severity, 0) + 1
+        self.unlisted_rejects = self.unlisted_rejects or finding.rejects
+
+    def severities(self) -> dict[str, int]:
+        """Every finding by severity, the unlisted ones included."""
+        found = dict(self.unlisted)
+        for finding in self.findings:
+            found[finding.severity] = found.get(finding.severity, 0) + 1
+        return found
+
+    @property
     def rejected(self) -> bool:
-        return any(f.rejects for f in self.findings)
+        return self.unlisted_rejects or any(f.rejects for f in self.findings)
 
     def failed(self, strict: bool = False) -> bool:
-        return self.read_error is not None or any(counts(f, strict) for f in self.findings)
+        return (self.read_error is not None or any(counts(f, strict) for f in self.findings)
+                or bool(self.unlisted.get("error") or (strict and self.unlisted.get("warning"))))
 
 
 def _digest(request: RebuiltRequest) -> RequestDigest:
@@ -128,13 +156,12 @@ def _verify_source(source: LogSource, message_prefix: str, keep_requests: bool) 
         report.fast_path, report.events, report.request_count = True, decided.events, decided.request_count
         report.requests = [RequestDigest(*astuple(request)) for request in decided.requests]
         return report
-    findings = report.findings
     for violation in validate_header(source.header, generation.version):
-        findings.append(Finding("schema", f"session header {violation.pointer or '/'}: {violation.message}",
+        report.note(Finding("schema", f"session header {violation.pointer or '/'}: {violation.message}",
                                 line=source.header_line, log=source.label))
     walker = None
     try:
-        walker = Walker(source, message_prefix=message_prefix, on_finding=findings.append,
+        walker = Walker(source, message_prefix=message_prefix, on_finding=report.note,
                         checks=(SchemaCheck, StructureChecker, SuccessorCheck))
         for walked in walker:
             if walked.closed is not None:
@@ -148,10 +175,10 @@ def _verify_source(source: LogSource, message_prefix: str, keep_requests: bool) 
         tail = source.torn_tail
         what = (f"dropped torn final line {tail.line} ({tail.dropped_bytes} bytes)" if tail.dropped_bytes
                 else f"torn tail after line {tail.line - 1}")
-        findings.append(Finding("torn-tail", f"{what}: {tail.reason}", severity="warning", line=tail.line,
+        report.note(Finding("torn-tail", f"{what}: {tail.reason}", severity="warning", line=tail.line,
                                 log=source.label))
     if report.events == 0:
-        findings.append(Finding("empty-log", "the log has a header but no events", severity="warning",
+        report.note(Finding("empty-log", "the log has a header but no events", severity="warning",
                                 log=source.label))
     return report
 
@@ -173,9 +200,15 @@ def verify_paths(paths: Iterable[Path], *, message_prefix: str = "legacy", jobs:
     session directory (all are read with `all_generations`). `jobs` > 1 (None: one per core) verifies logs in
     that many processes; the output order stays deterministic."""
     found = discover_logs(list(paths), all_generations=all_generations)
+    for folder, why in sorted(found.unlisted.items()):   # a gate never passes over what it could not read
+        yield LogReport(label=str(folder), read_error=f"{folder}: {why}")
+    for directory in found.empty:
+        yield LogReport(label=str(directory), read_error=f"{directory}: {no_log_below(directory, found)}")
     yield from _verified(found.files, found.ambiguous, message_prefix, jobs, keep_requests)
     for older, newer in sorted(found.skipped.items()):
         yield LogReport(label=str(older), superseded_by=str(newer))
+    for path, why in sorted(found.ignored.items()):
+        yield LogReport(label=str(path), ignored=why)
 
 
 def _verified(files: list[Path], ambiguous: dict[Path, str], message_prefix: str, jobs: int | None,
@@ -193,22 +226,25 @@ def _verified(files: list[Path], ambiguous: dict[Path, str], message_prefix: str
     for known in generations():   # load the schemas once, before the workers fork, not once per worker
         vocabulary(known.version)
     fastpath.preload()   # and the fast path's generated decoders
+    # Standard input and pipes are read here: a worker's stdin is not ours, and a pipe is read once.
+    here = {path for path in files if path in ambiguous or is_stream(path)}
     with ProcessPoolExecutor(max_workers=workers) as pool:
         verify_many = partial(verify_path, message_prefix=message_prefix, keep_requests=keep_requests)
-        readable = [path for path in files if path not in ambiguous]
+        readable = [path for path in files if path not in here]
         mapped = pool.map(verify_many, readable, chunksize=max(1, len(readable) // (workers * 8)))
         for path in files:   # the pool's results come in the order of `readable`
-            yield from verify_one(path) if path in ambiguous else next(mapped)
+            yield from verify_one(path) if path in here else next(mapped)
 
 
 def summary(reports: list[LogReport], strict: bool = False) -> dict[str, Any]:
     return {
-        "logs": sum(not r.skipped for r in reports),
+        "logs": sum(r.counted for r in reports),
         "skipped": sum(r.skipped for r in reports),
+        "ignored": sum(r.ignored is not None for r in reports),
         "failed": sum(r.failed(strict) for r in reports),
         "unreadable": sum(r.read_error is not None for r in reports),
         "requests": sum(r.request_count for r in reports),
-        "errors": sum(f.severity == "error" for r in reports for f in r.findings),
-        "warnings": sum(f.severity == "warning" for r in reports for f in r.findings),
-        "notes": sum(f.severity == "info" for r in reports for f in r.findings),
+        "errors": sum(r.severities().get("error", 0) for r in reports),
+        "warnings": sum(r.severities().get("warning", 0) for r in reports),
+        "notes": sum(r.severities().get("info", 0) for r in reports),
     }

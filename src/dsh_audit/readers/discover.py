@@ -64,13 +64,17 @@ def _is_dsh_store(path: Path) -> bool:
     return int.from_bytes(start[68:72], "big") == APPLICATION_ID
 
 
-def _starts_with_session_header(path: Path) -> bool:
+def _first_line(path: Path) -> bytes:
     with path.open("rb") as handle:
         line = handle.readline(_HEADER_PROBE_BYTES)
         while line and not line.strip():
             line = handle.readline(_HEADER_PROBE_BYTES)
+    return line
+
+
+def _starts_with_session_header(path: Path) -> bool:
     try:
-        value = parse_json(line)
+        value = parse_json(_first_line(path))
     except JsonProblem:
         return False
     except JsonTooDeep:   # it may be a header; reading it says why it cannot be read, where skipping would not
@@ -90,24 +94,71 @@ def is_dsh_log(path: Path) -> bool:
         return False
 
 
-def _walk(directory: Path) -> list[Path]:
+NOT_A_CANDIDATE = ""
+
+
+def classify(path: Path) -> str | None:
+    """None: a file a directory walk reads as a dsh log. Else why it is left out: NOT_A_CANDIDATE for a file
+    that is no kind of log (not counted), or the reason a .jsonl file or SQLite database is not a dsh log.
+    A candidate that cannot be told apart from a broken log (unreadable, a first line that is not JSON: a byte
+    order mark, a torn or binary file) is read, so that it fails loudly instead of passing a gate unseen."""
+    name = path.name
+    if name.endswith(ZSTD_SUFFIXES):
+        return None
+    try:
+        if name.endswith(".jsonl"):
+            line = _first_line(path)
+            if not line.strip():
+                return None if parse_log_name(name).version is not None else "an empty .jsonl file"
+            try:
+                value = parse_json(line)
+            except (JsonProblem, JsonTooDeep):
+                return None
+            if isinstance(value, dict) and value.get("type") == "session":
+                return None
+            return "its first line is not a dsh session header"
+        with path.open("rb") as handle:
+            start = handle.read(len(SQLITE_MAGIC))
+    except OSError:
+        return None
+    if start != SQLITE_MAGIC:
+        return NOT_A_CANDIDATE
+    return None if _is_dsh_store(path) else "a SQLite database that is not a dsh session store"
+
+
+def _walk(directory: Path, discovery: Discovery) -> list[Path]:
     found = []
-    for root, _dirs, files in os.walk(directory):
+
+    def unlisted(error: OSError) -> None:
+        folder = Path(error.filename) if error.filename is not None else directory
+        discovery.unlisted[folder] = f"cannot list this folder: {error.strerror or error}"
+
+    for root, _dirs, files in os.walk(directory, onerror=unlisted):
         for name in files:
             candidate = Path(root, name)
-            if candidate.is_file() and is_dsh_log(candidate):
+            if not candidate.is_file():
+                continue
+            reason = classify(candidate)
+            if reason is None:
                 found.append(candidate)
+            elif reason:
+                discovery.ignored[candidate] = reason
     return sorted(found)
 
 
 @dataclass(slots=True)
 class Discovery:
-    """The logs to read, in order; the older generations left out (each with the file read instead); and
-    generations stored twice (compressed and not), which cannot be told apart and are read as errors."""
+    """The logs to read, in order; the older generations left out (each with the file read instead);
+    generations stored twice (compressed and not), which cannot be told apart and are read as errors; and what
+    a gate must not pass over in silence: files that are not dsh logs, folders that could not be listed,
+    directories with no log at all."""
 
     files: list[Path] = field(default_factory=list)
     skipped: dict[Path, Path] = field(default_factory=dict)
     ambiguous: dict[Path, str] = field(default_factory=dict)
+    ignored: dict[Path, str] = field(default_factory=dict)    # .jsonl files and databases that are not dsh logs
+    unlisted: dict[Path, str] = field(default_factory=dict)   # folders a walk could not list, and why
+    empty: list[Path] = field(default_factory=list)           # directories given with no dsh log below them
 
 
 def _newest_generations(found: list[Path], discovery: Discovery) -> list[Path]:
@@ -142,7 +193,9 @@ def discover_logs(paths: Iterable[str | os.PathLike[str]], *, all_generations: b
         if str(path) == STDIN:   # always standard input: a file named `-` is named by its absolute path
             expanded = [path]
         elif path.is_dir():
-            expanded = _walk(path)
+            expanded = _walk(path, discovery)
+            if not expanded:
+                discovery.empty.append(path)
             if not all_generations:
                 expanded = _newest_generations(expanded, discovery)
         elif _names_an_input(path):
@@ -159,5 +212,17 @@ def discover_logs(paths: Iterable[str | os.PathLike[str]], *, all_generations: b
 
 
 def discover(paths: Iterable[str | os.PathLike[str]], *, all_generations: bool = False) -> list[Path]:
-    """The files discover_logs selects (see there)."""
-    return discover_logs(paths, all_generations=all_generations).files
+    """The files discover_logs selects (see there). A folder it could not list, or a directory with no dsh log
+    below it, is an error: a report over what could be read would pass over the rest in silence."""
+    discovery = discover_logs(paths, all_generations=all_generations)
+    for folder, why in discovery.unlisted.items():
+        raise LogReadError(why, path=str(folder))
+    for directory in discovery.empty:
+        raise LogReadError(no_log_below(directory, discovery), path=str(directory))
+    return discovery.files
+
+
+def no_log_below(directory: Path, discovery: Discovery) -> str:
+    ignored = sum(path.is_relative_to(directory) for path in discovery.ignored)
+    return "no dsh log below this directory" + (f" ({ignored} other .jsonl or database file(s), none a dsh log)"
+                                                 if ignored else "")
