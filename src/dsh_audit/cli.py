@@ -16,7 +16,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 from types import FrameType
@@ -281,14 +281,16 @@ def verify(logs: tuple[Path, ...], session: str | None, fmt: str, strict: bool, 
     paths = chosen_paths(logs, session)
     check_output(junit_file, inputs=paths, what="the JUnit report", create_folder=True)   # before the work
     single = jobs == 1 or (len(paths) == 1 and paths[0].is_file())   # read in this process: a bar by bytes
+    reports: list[LogReport] = []
     with byte_progress(paths, "verify") if single else nullcontext():
-        reports = list(verify_paths(paths, message_prefix=message_prefix, jobs=jobs or None,
-                                    keep_requests=fmt == "json",   # the table shows counts only
-                                    all_generations=all_generations))
-    if fmt == "json":
-        document = {"summary": summary(reports, strict), "logs": [_report_json(r, strict) for r in reports]}
-        click.echo(printable(json.dumps(document, indent=2, ensure_ascii=False)))
-    else:
+        found = verify_paths(paths, message_prefix=message_prefix, jobs=jobs or None,
+                             keep_requests=fmt == "json",   # the table shows counts only
+                             all_generations=all_generations)
+        if fmt == "json":
+            _stream_json(found, reports, strict)
+        else:
+            reports.extend(found)
+    if fmt != "json":
         _render_table(reports, strict)
     if junit_file is not None:
         from .junit import cases_from_reports, write_junit
@@ -296,6 +298,19 @@ def verify(logs: tuple[Path, ...], session: str | None, fmt: str, strict: bool, 
     if any(r.read_error for r in reports):
         return EXIT_UNREADABLE
     return EXIT_FINDINGS if any(r.failed(strict) for r in reports) else EXIT_CLEAN
+
+
+def _stream_json(found: Iterable[LogReport], kept: list[LogReport], strict: bool) -> None:
+    """One JSON document, {"logs": [...], "summary": {...}}, written a log at a time: a log's digests are let go
+    once written, so memory holds one log's, not every log's."""
+    click.echo('{\n  "logs": [')
+    for index, report in enumerate(found):
+        text = json.dumps(_report_json(report, strict), indent=2, ensure_ascii=False).replace("\n", "\n    ")
+        click.echo(("    " if index == 0 else ",\n    ") + printable(text), nl=False)
+        report.requests = []   # written; the summary and the exit code need only counts and findings
+        kept.append(report)
+    totals = json.dumps(summary(kept, strict), indent=2).replace("\n", "\n  ")
+    click.echo(("\n  ],\n" if kept else "  ],\n") + f'  "summary": {totals}\n}}')
 
 
 def _report_json(report: LogReport, strict: bool) -> dict[str, Any]:
