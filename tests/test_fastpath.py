@@ -21,9 +21,11 @@ from typing import Any
 import orjson
 import pytest
 import zstandard
+from click.testing import CliRunner
 
 from conftest_reference import LOGS_ROOT, session_log_paths
 from dsh_audit import fastpath
+from dsh_audit.cli import main
 from dsh_audit.errors import DshAuditError
 from dsh_audit.fastpath import Decided, decide
 from dsh_audit.fastpath.types import fast_types
@@ -178,6 +180,20 @@ def test_corpus_logs(tmp_path: Path) -> None:
             found = check(path)
             outcomes["persisted accepted" if isinstance(found, Decided) else "persisted fell back"] += 1
     assert outcomes["persisted accepted"] >= 1, outcomes
+
+
+def test_rebuild_digests_are_the_folds(generated: dict[str, Path]) -> None:
+    """`audit rebuild --format digest` prints the fast path's digests when it accepts a log: the same bytes as the
+    fold's (the fast path switched off), and the fast path was really taken on some of them."""
+    runner = CliRunner()
+    corpus = [LOGS_ROOT / relpath for relpath in session_log_paths()]
+    taken = 0
+    for path in [*generated.values(), *SAMPLES, *corpus]:
+        fast = runner.invoke(main, ["rebuild", "--format", "digest", str(path)])
+        full = runner.invoke(main, ["rebuild", "--format", "digest", str(path)], env={fastpath.SWITCH: "0"})
+        assert (fast.exit_code, fast.output) == (full.exit_code, full.output), path
+        taken += isinstance(verdict(path), Decided)
+    assert taken >= len(generated) + 1, taken   # the generator logs and a sample log at least
 
 
 # -- the raw-bytes proof ------------------------------------------------------------------------------------
