@@ -64,7 +64,7 @@ def audit(*args: str, stdin: bytes | Path | None = None, env: dict[str, str] | N
           timeout: float = 120) -> Run:
     """The CLI in a child under a hard address-space limit; its peak RSS comes from wait4, for this child only.
     `stdin` bytes go through a real pipe, written from a thread (the child may stop reading early)."""
-    command = args[0]
+    command = next(arg for arg in args if arg in AS_LIMIT)   # the group's options (the caps) may come first
     environment = {**os.environ, "COLUMNS": "200", **(env or {})}
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, ExitStack() as stack:
         source: IO[bytes] | int = subprocess.DEVNULL
@@ -181,6 +181,27 @@ def test_a_line_over_the_cap_is_an_error_with_its_line(tmp_path: Path) -> None:
 def test_a_bad_cap_setting_is_a_usage_error() -> None:
     run = audit("verify", str(SAMPLE), env={"DSH_AUDIT_MAX_LINE_BYTES": "lots"})
     one_line_error(run, 2, "DSH_AUDIT_MAX_LINE_BYTES must be a size")
+
+
+def test_the_caps_are_flags_too_and_workers_take_them(tmp_path: Path) -> None:
+    """`audit --max-line-bytes SIZE CMD` caps the run as the variable does, in `verify -j` workers too; a flag
+    beats the variable; a bad size is one usage line."""
+    lines = SAMPLE.read_bytes().splitlines(keepends=True)
+    long_message = json.loads(lines[3])
+    long_message["data"]["padding"] = "x" * (80 * 1024)
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.jsonl").write_bytes(b"".join([*lines[:3], json.dumps(long_message).encode() + b"\n",
+                                                         *lines[4:]]))
+    run = audit("--max-line-bytes", "64K", "verify", "-j", "2", str(tmp_path))
+    assert run.code == 2 and "Traceback" not in run.err, run.text
+    assert run.out.count("line cap of 64 KiB (65536 bytes); if the log is genuine, raise it with --max-line-bytes") == 2
+    read = audit("--max-line-bytes", "1M", "verify", str(tmp_path), env={"DSH_AUDIT_MAX_LINE_BYTES": "64K"})
+    assert read.code == 1 and "line cap" not in read.out and "2 log(s), 2 failed" in read.out   # read: the padding
+    one_line_error(audit("--max-line-bytes", "lots", "verify", str(SAMPLE)), 2, "--max-line-bytes must be a size")
+    bomb = tmp_path / "session.jsonl.zstd"
+    bomb.write_bytes(zstandard.ZstdCompressor().compress(HEADER) + rle_bomb(b"\n", 2048))
+    one_line_error(audit("--max-decompressed-bytes", "64M", "verify", str(bomb)), 2, str(bomb),
+                   "cap of 64 MiB", "--max-decompressed-bytes")
 
 
 # --- zstd frames that expand without bound ----------------------------------------------------------------------

@@ -29,6 +29,7 @@ from .errors import DshAuditError
 from .fastpath import DecidedRequest
 from .fold import RebuiltRequest
 from .readers import open_logs
+from .readers.limits import DECOMPRESSED_ENV, LINE_ENV, parse_size
 from .reconstruct import iter_requests
 from .records import LogSource
 from .text import display, printable
@@ -228,11 +229,24 @@ Examples:
 Exit codes: 0 clean, 1 findings, 2 unreadable input, unwritable output or bad usage, 3 internal error,
 130 interrupted, 141 stdout closed early (each command's --help says more).""")
 @click.version_option(package_name="dsh-audit", prog_name="audit")
-def main() -> None:
+@click.option("--max-line-bytes", metavar="SIZE", callback=lambda _ctx, _param, value: _set_cap(LINE_ENV, value),
+              help=f"Longest line (one event) read, e.g. 512M [default: 256M; env {LINE_ENV}].")
+@click.option("--max-decompressed-bytes", metavar="SIZE",
+              callback=lambda _ctx, _param, value: _set_cap(DECOMPRESSED_ENV, value),
+              help=f"Most plaintext one zstd log may expand to, e.g. 8G [default: 4G; env {DECOMPRESSED_ENV}].")
+def main(max_line_bytes: str | None, max_decompressed_bytes: str | None) -> None:
     """Audit dsh session logs offline: every model request rebuilt from the log, every invariant checked.
 
     Reads every dsh log generation (format v0 to v4); with no path, dsh's own session root."""
     _escape_what_cannot_be_shown()
+
+
+def _set_cap(variable: str, value: str | None) -> None:
+    """A cap given as a flag is checked now and set as its environment variable: every reader of this run, and
+    the workers of `verify -j`, take their caps from there (dsh_audit.readers.limits)."""
+    if value is not None:
+        parse_size(value, "--" + ("max-line-bytes" if variable == LINE_ENV else "max-decompressed-bytes"))
+        os.environ[variable] = value
 
 
 def _escape_what_cannot_be_shown() -> None:

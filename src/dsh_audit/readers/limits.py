@@ -3,7 +3,8 @@ JSON value. Every read is held to them whatever the bytes are, so that a hostile
 one-line error naming the cap, never in a MemoryError, a RecursionError or a run without end.
 
 The line and plaintext caps are generous by default and set by environment variables (which `verify -j`
-workers inherit) or by a library caller's `InputLimits`. The depth cap is fixed: it protects the stack of the
+workers inherit; the CLI's --max-line-bytes and --max-decompressed-bytes set them) or by a library caller's
+`InputLimits`. The depth cap is fixed: it protects the stack of the
 code that walks parsed values recursively (the schema checks, JSON.stringify-exact serialization, diffs)."""
 
 from __future__ import annotations
@@ -66,12 +67,12 @@ class InputLimits:
                    parse_size(plain, DECOMPRESSED_ENV) if plain else DEFAULT_MAX_DECOMPRESSED_BYTES)
 
     def line_too_long(self, line: int | None) -> OverLimit:
-        return OverLimit(f"line longer than the line cap of {describe(self.max_line_bytes)}; raise the cap with "
-                         f"{LINE_ENV} if the log is genuine", line=line)
+        return OverLimit(f"line longer than the line cap of {describe(self.max_line_bytes)}; if the log is genuine, "
+                         f"raise it with --max-line-bytes or {LINE_ENV}", line=line)
 
     def too_much_plaintext(self, line: int | None) -> OverLimit:
-        return OverLimit(f"decompresses to more than the cap of {describe(self.max_decompressed_bytes)}; raise the "
-                         f"cap with {DECOMPRESSED_ENV} if the log is genuine", line=line)
+        return OverLimit(f"decompresses to more than the cap of {describe(self.max_decompressed_bytes)}; if the log is "
+                         f"genuine, raise it with --max-decompressed-bytes or {DECOMPRESSED_ENV}", line=line)
 
 
 def located(error: LogReadError, *, path: str | None = None, line: int | None = None, seq: int | None = None,
