@@ -29,6 +29,7 @@ import zstandard
 
 from dsh_audit.readers import open_log
 from dsh_audit.readers.limits import MAX_DEPTH
+from storebuilder import STORE_SCHEMA, varints
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "sample_logs" / "compaction-recovery" / "session.jsonl"
@@ -380,38 +381,13 @@ def test_a_directory_walk_never_opens_a_pipe(tmp_path: Path) -> None:
 
 # --- SQLite stores --------------------------------------------------------------------------------------------------
 
-STORE_SCHEMA = """
-CREATE TABLE persistence_state (singleton INTEGER PRIMARY KEY CHECK (singleton = 1), store_id TEXT NOT NULL) STRICT;
-CREATE TABLE sessions (
-  id TEXT PRIMARY KEY, version INTEGER NOT NULL, created_at INTEGER NOT NULL, cwd TEXT, parent_session TEXT,
-  seed_length INTEGER, origin TEXT, delegation_depth INTEGER, agent_preset TEXT,
-  incarnation TEXT NOT NULL, revision INTEGER NOT NULL) STRICT;
-CREATE TABLE events (
-  session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE, seq INTEGER NOT NULL,
-  type TEXT NOT NULL, time INTEGER NOT NULL, data ANY NOT NULL, source_event_seqs ANY, surface_op TEXT,
-  ignorable INTEGER CHECK (ignorable IS NULL OR ignorable IN (0, 1)), PRIMARY KEY (session_id, seq)) STRICT;
-"""
-
-
-def _varints(seqs: list[int]) -> bytes:
-    out, previous = bytearray(), 0
-    for index, seq in enumerate(seqs):
-        value = seq if index == 0 else ((seq - previous) * 2 if seq >= previous else (previous - seq) * 2 - 1)
-        while value >= 0x80:
-            out.append(value & 0x7F | 0x80)
-            value >>= 7
-        out.append(value)
-        previous = seq
-    return bytes(out)
-
-
 def _rows(session_id: str) -> list[tuple[Any, ...]]:
     rows = []
     for record in open_log(SAMPLE).records():
         event = record.event
         seqs, op = event.get("sourceEventSeqs"), event.get("surfaceOp")
         rows.append((session_id, record.seq, event["type"], 1_700_000_000_000 + record.seq, json.dumps(event["data"]),
-                     None if seqs is None else _varints(seqs), None if op is None else json.dumps(op), None))
+                     None if seqs is None else varints(seqs), None if op is None else json.dumps(op), None))
     return rows
 
 

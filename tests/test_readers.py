@@ -19,6 +19,7 @@ from dsh_audit.errors import LogReadError
 from dsh_audit.readers import discover, open_log, open_logs
 from dsh_audit.readers.sqlite import decode_source_event_seqs
 from dsh_audit.records import LogRecord
+from storebuilder import STORE_SCHEMA, varints
 
 SHARED = LOGS_ROOT
 require_corpus()
@@ -269,32 +270,6 @@ def test_zstd_corruption_is_an_error(tmp_path: Path) -> None:
 
 # --- SQLite ----------------------------------------------------------------------------------------------
 
-SCHEMA = """
-CREATE TABLE persistence_state (singleton INTEGER PRIMARY KEY CHECK (singleton = 1), store_id TEXT NOT NULL) STRICT;
-CREATE TABLE sessions (
-  id TEXT PRIMARY KEY, version INTEGER NOT NULL, created_at INTEGER NOT NULL, cwd TEXT, parent_session TEXT,
-  seed_length INTEGER, origin TEXT, delegation_depth INTEGER, agent_preset TEXT,
-  incarnation TEXT NOT NULL, revision INTEGER NOT NULL) STRICT;
-CREATE TABLE events (
-  session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE, seq INTEGER NOT NULL,
-  type TEXT NOT NULL, time INTEGER NOT NULL, data ANY NOT NULL, source_event_seqs ANY, surface_op TEXT,
-  ignorable INTEGER CHECK (ignorable IS NULL OR ignorable IN (0, 1)), PRIMARY KEY (session_id, seq)) STRICT;
-"""
-
-
-def varints(seqs: list[int]) -> bytes:
-    """First value plain LEB128, then zigzag deltas (spec §8.6), written independently of the reader."""
-    out, previous = bytearray(), 0
-    for index, seq in enumerate(seqs):
-        value = seq if index == 0 else ((seq - previous) * 2 if seq >= previous else (previous - seq) * 2 - 1)
-        while value >= 0x80:
-            out.append(value & 0x7F | 0x80)
-            value >>= 7
-        out.append(value)
-        previous = seq
-    return bytes(out)
-
-
 def data_column(value: Any, blobs: list[int]) -> str | bytes:
     text = orjson.dumps(value)
     if len(text) >= 4096:
@@ -308,7 +283,7 @@ def data_column(value: Any, blobs: list[int]) -> str | bytes:
 def build_store(path: Path, logs: dict[str, list[dict[str, Any]]], headers: dict[str, dict[str, Any]]) -> list[int]:
     blobs: list[int] = []
     db = sqlite3.connect(path)
-    db.executescript(SCHEMA)
+    db.executescript(STORE_SCHEMA)
     db.execute("PRAGMA application_id = 1146308688")
     db.execute("PRAGMA user_version = 17")
     db.execute("INSERT INTO persistence_state VALUES (1, '00000000-0000-4000-8000-000000000000')")
