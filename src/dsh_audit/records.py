@@ -64,7 +64,8 @@ class LogSource:
 
     `label` names the log in findings (a file path, or `path#sessionId` for one session of a SQLite store).
     `torn_tail` is filled in by the reader once iteration reaches the end. `reopen` opens the same log
-    afresh (a second pass, for what only the end of a log tells); None when the reader cannot.
+    afresh (a second pass, for what only the end of a log tells); None when the reader cannot. `close` releases
+    what the source holds open (its records close it themselves once read to the end).
     """
 
     label: str
@@ -74,12 +75,17 @@ class LogSource:
     torn_tail: TornTail | None = None
     explicit_seq: bool = False
     reopen: Callable[[], LogSource] | None = field(default=None, repr=False)
+    on_close: Callable[[], None] | None = field(default=None, repr=False)
 
     @property
     def generation(self) -> Generation:
         """The log generation its header names (a header without `version` is v0, as in old fixtures)."""
         version = self.header.get("version", 0)
         return generation(int(version))
+
+    def close(self) -> None:
+        if self.on_close is not None:
+            self.on_close()
 
     def records(self, *, expand: bool = True) -> Iterator[LogRecord]:
         """The events, streamed. `expand=False` keeps each packed row as one run record (see LogRecord)."""

@@ -169,7 +169,7 @@ def open_lines(label: str, lines: Iterator[Line], tail_note: TailNote,
         raise
     rest: Iterator[Line] = chain([first], lines) if first is not None else lines
     source = LogSource(label=label, header=header, header_line=header_line, _events=iter(()),
-                       explicit_seq=_first_record_has_seq(first))
+                       explicit_seq=_first_record_has_seq(first), on_close=on_close)
     source._events = _records(source, rest, tail_note, on_close)
     return source
 

@@ -21,7 +21,7 @@ from typing import Any
 import polars as pl
 from deepdiff import DeepDiff
 
-from ..errors import DshAuditError, LogReadError
+from ..errors import LogReadError
 from ..header import HeaderSnapshot, is_placeholder, system_text
 from ..jsjson import dumps
 from ..readers import discover, open_logs
@@ -92,25 +92,9 @@ def _headers(file: Path) -> list[LogHeaders]:
             if source.reopen is None:
                 log.kept = source
             else:
-                _close(source)
+                source.close()
             logs.append(log)
     return logs
-
-
-def _close(source: LogSource) -> None:
-    """Release what a source holds open. A reader closes its file when the records are read to the end or
-    closed, but a generator closed before it started runs no cleanup: so one record is read first (the
-    walk reads it again, and reports what is wrong with it)."""
-    records = source.records(expand=False)
-    close = getattr(records, "close", None)
-    if close is None:
-        return
-    try:
-        next(records, None)
-    except DshAuditError:
-        pass
-    finally:
-        close()
 
 
 def _walk(log: LogHeaders, start: tuple[Snapshot | None, str | None], *, seeds: Iterable[int] = (),
