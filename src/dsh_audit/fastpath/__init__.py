@@ -4,6 +4,10 @@
 report of a log with no finding at all, or None on any doubt (a finding, a warning, a note, or a shape the fast
 types do not cover); the caller then runs the full verifier (dsh_audit.verify), which words the findings. A log
 the fast path accepts gets the same report from either: tests/test_fastpath.py checks that differentially.
+
+`fast_calls` is the same pass for `audit cache-report` (dsh_audit.fastpath.calls): it hands out each model call
+as it is read, and raises Doubt where verify's fast path would decline, so that the report is built again by the
+full walk; tests/test_cache_fastpath.py checks that both build the same report.
 """
 
 from __future__ import annotations
@@ -11,21 +15,16 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import partial
-from pathlib import Path
-from typing import Any
 
-import msgspec
-
-from ..errors import DshAuditError
-from ..readers.discover import sniff
+from ..model_calls import Call
 from ..records import LogSource
 from ..vocabulary import validate_header
-from .lines import Doubt, zstd_lines
+from .calls import read_calls
+from .lines import Doubt, body, log_kind
 from .types import fast_types
 from .verifier import SUPPORTED, FastVerifier
 
-__all__ = ["SWITCH", "Decided", "DecidedRequest", "decide", "fast_verify", "preload"]
+__all__ = ["SWITCH", "Decided", "DecidedRequest", "Doubt", "decide", "fast_calls", "fast_verify", "preload"]
 
 SWITCH = "DSH_AUDIT_FAST_PATH"
 
@@ -60,67 +59,31 @@ def fast_verify(source: LogSource, *, message_prefix: str = "legacy", keep_reque
     return verdict if isinstance(verdict, Decided) else None
 
 
+def fast_calls(source: LogSource, *, message_prefix: str = "legacy") -> Iterator[Call] | None:
+    """The priced model calls of a file source, read by the fast path as they come, or None when it is switched
+    off (DSH_AUDIT_FAST_PATH=0). Iterating raises Doubt wherever `fast_verify` would return None: the calls
+    handed out before it are then to be dropped, and the log walked in full (reports.cache_report.calls)."""
+    if os.environ.get(SWITCH) == "0":
+        return None
+    return read_calls(source, message_prefix)
+
+
 def preload() -> None:
     """Generate every supported generation's decoders now (before `verify -j` forks its workers)."""
     for version in SUPPORTED:
         fast_types(version)
 
 
-def _caps() -> tuple[int | None, int | None]:
-    """The readers' line and depth caps (dsh_audit.readers.limits), where this tree's readers have them: a line
-    longer than the first (with its newline), or JSON nested deeper than the second, is a read error to them."""
-    try:
-        from ..readers.limits import MAX_DEPTH, InputLimits
-    except ImportError:   # readers without caps
-        return None, None
-    try:
-        return InputLimits.from_env().max_line_bytes + 1, MAX_DEPTH
-    except DshAuditError as error:   # a bad cap in the environment: the reader refuses it too
-        raise Doubt(str(error)) from None
-
-
-def _check_header(decoder: msgspec.json.Decoder[Any] | None, line: bytes) -> None:
-    """The session header line against its generation's generated type (the reader parsed the same line)."""
-    if decoder is not None:
-        try:
-            decoder.decode(line)
-        except (msgspec.ValidationError, msgspec.DecodeError):
-            raise Doubt("session header schema") from None
-
-
 def decide(source: LogSource, *, message_prefix: str = "legacy", keep_requests: bool = True) -> Decided | str:
     """The fast path's verdict, or why it leaves the log to the full verifier (for tests and benchmarks)."""
-    path = Path(source.label)
-    if source.reopen is None or source.header_line != 1 or not path.is_file():
-        return "not a plain file source with its header on line 1"
     try:
-        kind = sniff(path)
-    except OSError:
-        return "unreadable"
-    if kind not in ("jsonl", "zstd"):
-        return f"a {kind} source"
-    generation = source.generation
-    try:
-        max_line, max_depth = _caps()
-        verifier = FastVerifier(source.header, generation, message_prefix, keep_requests=keep_requests)
-        header = verifier.types.header
-        if header is None and validate_header(source.header, generation.version):
+        kind = log_kind(source)
+        verifier = FastVerifier(source.header, source.generation, message_prefix, keep_requests=keep_requests)
+        if verifier.types.header is None and validate_header(source.header, source.generation.version):
             return "session header schema"
-        if kind == "jsonl":
-            with path.open("rb", buffering=1 << 20) as handle:
-                if max_line is not None and path.stat().st_size <= max_line:
-                    max_line = None   # no line of this file can pass the cap
-                lines: Iterator[bytes] = (iter(handle) if max_line is None
-                                          else iter(partial(handle.readline, max_line + 2), b""))
-                first = next(lines, b"")
-                if not first.endswith(b"\n"):
-                    return "torn header"
-                _check_header(header, first)
-                requests = verifier.run(lines, check_newline=True, max_line=max_line, max_depth=max_depth)
-        else:
-            lines = zstd_lines(path)
-            _check_header(header, next(lines, b""))
-            requests = verifier.run(lines, max_line=max_line, max_depth=max_depth)
+        with body(source, kind, verifier.types.header) as lines:
+            verifier.feed(lines.lines, max_line=lines.max_line, max_depth=lines.max_depth)
+            requests = verifier.finish(check_newline=lines.check_newline)
     except Doubt as doubt:
         return str(doubt)
     except (RecursionError, MemoryError) as error:

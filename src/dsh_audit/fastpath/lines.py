@@ -1,4 +1,5 @@
-"""The fast path's Doubt, and the raw lines of a zstd log (a plain log is read by the file's own line iteration).
+"""The fast path's Doubt, and the raw lines of a log after its header: a plain log's by the file's own line
+iteration, a zstd log's decompressed frame by frame.
 
 Anything the readers would report (an unterminated final line, a torn zstd frame, corruption, a cap) is a doubt:
 the full verifier reads the log again and words it.
@@ -7,10 +8,18 @@ the full verifier reads the log again and words it.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Any
+
+import msgspec
 
 from ..errors import DshAuditError
+from ..readers.discover import sniff
 from ..readers.zstd import ZstdLines
+from ..records import LogSource
 
 
 class Doubt(Exception):
@@ -31,3 +40,71 @@ def zstd_lines(path: Path) -> Iterator[bytes]:
         tail = getattr(lines, "tail", None)   # newer readers: a final line dropped unread, or the torn frame
         if lines.incomplete_frame is not None or (tail is not None and tail() is not None):
             raise Doubt("a torn zstd tail")
+
+
+def log_kind(source: LogSource) -> str:
+    """"jsonl" or "zstd": the only sources the fast path reads (a plain file, its header on line 1)."""
+    path = Path(source.label)
+    if source.reopen is None or source.header_line != 1 or not path.is_file():
+        raise Doubt("not a plain file source with its header on line 1")
+    try:
+        kind = sniff(path)
+    except OSError:
+        raise Doubt("unreadable") from None
+    if kind not in ("jsonl", "zstd"):
+        raise Doubt(f"a {kind} source")
+    return kind
+
+
+@dataclass(frozen=True, slots=True)
+class Body:
+    """The lines after a log's header, and how the verifier reads them (FastVerifier.feed and finish)."""
+
+    lines: Iterator[bytes]
+    check_newline: bool      # the lines keep their newline, and the last one must have it
+    max_line: int | None
+    max_depth: int | None
+
+
+@contextmanager
+def body(source: LogSource, kind: str, header: msgspec.json.Decoder[Any] | None) -> Iterator[Body]:
+    """The lines after the header line, once that line is checked against its generation's type (`header`)."""
+    path = Path(source.label)
+    max_line, max_depth = _caps()
+    if kind == "zstd":
+        lines = zstd_lines(path)
+        _check_header(header, next(lines, b""))
+        yield Body(lines, False, max_line, max_depth)
+        return
+    with path.open("rb", buffering=1 << 20) as handle:
+        if max_line is not None and path.stat().st_size <= max_line:
+            max_line = None   # no line of this file can pass the cap
+        plain: Iterator[bytes] = (iter(handle) if max_line is None
+                                  else iter(partial(handle.readline, max_line + 2), b""))
+        first = next(plain, b"")
+        if not first.endswith(b"\n"):
+            raise Doubt("torn header")
+        _check_header(header, first)
+        yield Body(plain, True, max_line, max_depth)
+
+
+def _caps() -> tuple[int | None, int | None]:
+    """The readers' line and depth caps (dsh_audit.readers.limits), where this tree's readers have them: a line
+    longer than the first (with its newline), or JSON nested deeper than the second, is a read error to them."""
+    try:
+        from ..readers.limits import MAX_DEPTH, InputLimits
+    except ImportError:   # readers without caps
+        return None, None
+    try:
+        return InputLimits.from_env().max_line_bytes + 1, MAX_DEPTH
+    except DshAuditError as error:   # a bad cap in the environment: the reader refuses it too
+        raise Doubt(str(error)) from None
+
+
+def _check_header(decoder: msgspec.json.Decoder[Any] | None, line: bytes) -> None:
+    """The session header line against its generation's generated type (the reader parsed the same line)."""
+    if decoder is not None:
+        try:
+            decoder.decode(line)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            raise Doubt("session header schema") from None

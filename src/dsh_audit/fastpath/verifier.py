@@ -10,6 +10,10 @@ full verifier. Being stricter than the full verifier is always allowed; being mo
 Message bytes: a request digest hashes the JSON.stringify bytes of each message. The stored bytes of the message
 (msgspec.Raw) are used when provably identical (`message_bytes` says why); otherwise they are serialized as the
 fold does (dsh_audit.jsjson).
+
+Model calls (opt-in, for cache-report: dsh_audit.fastpath.calls): each request is then built as the fold's
+RebuiltRequest, its body by reference, and handed out with its answer when it closes, beside the compaction and
+response calls (dsh_audit.model_calls). Off, as for verify, the loop does nothing more than a pointer comparison.
 """
 
 from __future__ import annotations
@@ -22,10 +26,12 @@ from typing import Any
 import msgspec
 import orjson
 
-from ..fold import Cause
+from ..fold import Cause, RebuiltRequest, RequestParts
 from ..generations import Generation
 from ..header import HeaderSnapshot, changed_fields, header_equals, is_placeholder, snapshot, system_text
 from ..jsjson import dumps_bytes
+from ..model_calls import Call, StoredMessage, other_call
+from ..readers.jsonvalue import parse_json
 from ..shape import header_problem
 from ..surface import _masked_tool_result
 from .lines import Doubt
@@ -78,6 +84,7 @@ def message_bytes(raw: msgspec.Raw, kind: MessageType) -> tuple[Any, Any]:
 
 
 _MISSING = object()
+_NO_PREFIX: list[bytes] = []   # the fast path folds no messagePrefix: every request shares this empty one
 
 
 def _deeper_than(value: Any, limit: int) -> bool:
@@ -151,10 +158,11 @@ class _Request:
 
 
 class FastVerifier:
-    """One log. `run(lines)` takes the raw lines after the header and returns the dispatched requests."""
+    """One log. `run(lines)` takes the raw lines after the header and returns the dispatched requests; `feed`
+    them in batches, then `finish`, to take `model_calls` out as they come."""
 
     def __init__(self, header: dict[str, Any], generation: Generation, message_prefix: str, *,
-                 keep_requests: bool = True) -> None:
+                 keep_requests: bool = True, model_calls: bool = False) -> None:
         if generation.version not in SUPPORTED:
             raise Doubt(f"generation v{generation.version}")
         self.types: FastTypes = fast_types(generation.version)
@@ -180,7 +188,7 @@ class FastVerifier:
         self.header: HeaderSnapshot | None = None
         self.open_attempt: tuple[int, int] | None = None
         self.attempts: dict[tuple[int, int], int] = {}
-        self.current: _Request | None = None
+        self.current: _Request | RebuiltRequest | None = None
         self.pending_causes: list[Cause] = []
         self.previous_header: HeaderSnapshot | None = None
         self.previous_count = 0
@@ -214,15 +222,28 @@ class FastVerifier:
         self.tool_row_class = self.types.packed.get("tool-call-chunks")
         self.tag = self.types.tags.get
         self.tool_call_classes = frozenset(cls for cls, tag in self.types.tags.items() if tag == "tool-call")
-        self.max_depth = 0       # the readers' depth cap (0: none), set by run
+        self.max_depth = 0       # the readers' depth cap (0: none), set by feed
         self.step_seen = False   # successors: a surface event before the first step/start (v0-v2)
+        self.last_line = b"\n"
+        # cache-report's calls (dsh_audit.fastpath.calls): each request as the fold rebuilds it, with its answer,
+        # and the other priced calls, in log order; taken out by the caller between feeds
+        self.model_calls: list[Call] | None = [] if model_calls else None
+        self.usage_class = chunk_types.get("usage") if model_calls else None
+        self.session_id = str(header.get("id"))
+        parent = header.get("parentSession")
+        self.parent_id = parent if isinstance(parent, str) else None
+        self.table = self._handlers()
+        self.packed_classes = tuple(cls for cls, handler in self.table.items() if handler is None)
 
     # -- the loop ------------------------------------------------------------------------------------------
     def run(self, lines: Iterable[bytes], *, check_newline: bool = False, max_line: int | None = None,
             max_depth: int | None = None) -> list[_Request]:
-        """Every line after the header (a trailing newline is whitespace to the decoders); `check_newline`: the
-        lines keep their newline, and the last one must have it. `max_line`, `max_depth`: the readers' caps
-        (dsh_audit.readers.limits), past which the full verifier reports a read error."""
+        """Every line after the header at once: `feed`, then `finish`."""
+        self.feed(lines, max_line=max_line, max_depth=max_depth)
+        return self.finish(check_newline=check_newline)
+
+    def _handlers(self) -> dict[type, Any]:
+        """Struct of a line -> its handler; None: a packed row."""
         handlers = {
             "assistant/chunk": self._chunk_line, "assistant/message": self._assistant_message,
             "tool/result": self._tool_result, "user/message": self._user_message, "tool/call": self._tool_call,
@@ -231,7 +252,9 @@ class FastVerifier:
             "request/context": self._request_context, "session/end-seed": self._end_seed,
             "assistant/attempt": self._assistant_attempt, "system/message": self._system_message,
             "subagent/descriptor": self._descriptor}
-        table: dict[type, Any] = {}   # Struct of a line -> its handler; None: a packed row
+        if self.model_calls is not None:
+            handlers["compaction/summary"] = self._compaction_summary
+        table: dict[type, Any] = {}
         for kind, cls in self.types.events.items():
             handler = handlers.get(kind)
             if handler is None and kind not in _FOLDED:
@@ -241,16 +264,23 @@ class FastVerifier:
         if self.generation.packed_chunk_rows:
             for cls in self.types.packed.values():
                 table[cls] = None
+        return table
+
+    def feed(self, lines: Iterable[bytes], *, max_line: int | None = None, max_depth: int | None = None) -> None:
+        """The next lines after the header (a trailing newline is whitespace to the decoders), in as many calls
+        as the caller likes. `max_line`, `max_depth`: the readers' caps (dsh_audit.readers.limits), past which
+        the full verifier reports a read error."""
+        table = self.table
         chunk_class = self.types.events.get("assistant/chunk")
-        packed_classes = tuple(cls for cls, handler in table.items() if handler is None)
+        packed_classes = self.packed_classes
         tool_row = self.tool_row_class
         decode = self.types.line.decode
         decode_error = _DECODE_ERRORS
         lookup = table.get
-        finish, block_end = self.finish_class, self.block_end_class
+        finish, block_end, usage = self.finish_class, self.block_end_class, self.usage_class
         missing = _MISSING
-        expected = 0
-        line = b"\n"
+        expected = self.events
+        line = self.last_line
         deep = self.types.deep if max_depth is not None else frozenset()
         depth = max_depth if max_depth is not None else 0
         self.max_depth = depth
@@ -277,11 +307,13 @@ class FastVerifier:
                     if len(line) > long_line and not within(event, depth, types):
                         self._depth_check(line)
                     if chunk_type is finish or (data.turn, data.step) != self.open_attempt:
-                        self._chunk(data.turn, data.step, seq, chunk)
+                        self._chunk(data.turn, data.step, seq, chunk, event.time)
                     else:
                         self.blocks[seq] = chunk.block
                 elif (data.turn, data.step) != self.open_attempt:
-                    self._chunk(data.turn, data.step, seq, chunk)
+                    self._chunk(data.turn, data.step, seq, chunk, event.time)
+                elif chunk_type is usage:   # only with model_calls: the open attempt's usage
+                    self._usage(chunk.usage)
                 continue
             if cls in packed_classes:   # a packed run of delta chunks (v0/v1)
                 seq = event.seq0
@@ -293,7 +325,7 @@ class FastVerifier:
                     raise Doubt("packed row gaps")
                 expected = seq + count
                 if (data.turn, data.step) != self.open_attempt:   # else nothing changes: deltas of an open attempt
-                    self._chunk(data.turn, data.step, seq, None)
+                    self._chunk(data.turn, data.step, seq, None, event.time0)
                 continue
             if cls in deep and len(line) > long_line and not within(event, depth, types):   # messages: in handlers
                 self._depth_check(line)
@@ -305,10 +337,17 @@ class FastVerifier:
                 raise Doubt("seq not contiguous or absent")
             expected = seq + 1
             handler(event, seq, line)
-        if check_newline and not line.endswith(b"\n"):
-            raise Doubt("unterminated final line")
         self.events = expected   # seqs run contiguously from 0: one per event, a packed row's members included
-        if expected == 0 or self.turn is not None or self.calls:
+        self.last_line = line
+
+    def finish(self, *, check_newline: bool = False) -> list[_Request]:
+        """The end of the log: the dispatched requests (when kept). `check_newline`: the lines kept their
+        newline, and the last one must have it."""
+        if self.model_calls is not None:
+            self._close()   # the attempt still open, as the fold hands it out at the end
+        if check_newline and not self.last_line.endswith(b"\n"):
+            raise Doubt("unterminated final line")
+        if self.events == 0 or self.turn is not None or self.calls:
             raise Doubt("empty log, open turn or unanswered tool calls")
         return self.requests
 
@@ -330,21 +369,24 @@ class FastVerifier:
     # -- chunks ----------------------------------------------------------------------------------------------
     def _chunk_line(self, event: Any, seq: int, line: bytes) -> None:
         data = event.data
-        self._chunk(data.turn, data.step, seq, data.chunk)
+        self._chunk(data.turn, data.step, seq, data.chunk, event.time)
 
-    def _chunk(self, turn: int, step: int, seq: int, chunk: Any) -> None:
-        """A delta run (chunk None) or one raw chunk of a first-chunk generation (v0/v1)."""
+    def _chunk(self, turn: int, step: int, seq: int, chunk: Any, time: Any) -> None:
+        """A delta run (chunk None) or one raw chunk of a first-chunk generation (v0/v1); `time`: its time."""
         key = (turn, step)
         # the fold
         if key != self.open_attempt:
-            self.current = None
-            self.open_attempt = None
+            self._close()
         if self.open_attempt is None:
-            self._dispatch(key, seq, "first-chunk")
+            self._dispatch(key, seq, "first-chunk", "assistant/chunk", time)
             self.open_attempt = key
         kind = None if chunk is None else self.tag(type(chunk))
         if kind == "finish" and self.current is not None:
             self.open_attempt = None
+            if isinstance(self.current, RebuiltRequest):
+                self.current.finish = self.tag(type(chunk.reason))
+        elif kind == "usage":
+            self._usage(chunk.usage)
         # the structural checks
         if self.late:
             raise Doubt("late surface event")
@@ -359,6 +401,9 @@ class FastVerifier:
 
     # -- turns and steps ---------------------------------------------------------------------------------------
     def _close(self) -> None:
+        if isinstance(self.current, RebuiltRequest):
+            assert self.model_calls is not None
+            self.model_calls.append((self.current, None))
         self.current = None
         self.open_attempt = None
 
@@ -519,10 +564,12 @@ class FastVerifier:
         # the fold
         if self.settles:
             stream = data.stream
-            self._dispatch(key, seq, "settlement", traced=bool(stream))
+            self._dispatch(key, seq, "settlement", "assistant/message", event.time, traced=bool(stream))
         elif self.current is None and key not in self.attempts:
-            self._dispatch(key, seq, "first-response-event")
+            self._dispatch(key, seq, "first-response-event", "assistant/message", event.time)
         self._apply(event, seq, "assistant/message", None if not content else stored, line)
+        if self.model_calls is not None:
+            self._answered(data, seq, line, None if not content else StoredMessage(bytes(data.message)))
         self._close()
         # the structural checks
         if self.late:
@@ -592,7 +639,9 @@ class FastVerifier:
     def _assistant_attempt(self, event: Any, seq: int, line: bytes) -> None:
         data = event.data
         key = (data.turn, data.step)
-        self._dispatch(key, seq, "settlement", traced=bool(data.stream))
+        self._dispatch(key, seq, "settlement", "assistant/attempt", event.time, traced=bool(data.stream))
+        if self.model_calls is not None:
+            self._answered(data, seq, line, None)
         self._close()
         if self.late:
             raise Doubt("late surface event")
@@ -606,6 +655,8 @@ class FastVerifier:
     # -- the surface (dsh_audit.surface.Surface) -----------------------------------------------------------
     def _apply(self, event: Any, seq: int, kind: str, message: Any, line: bytes) -> None:
         op = event.surfaceOp
+        if self.model_calls is not None and message is not None:
+            message = bytes(message)   # RequestParts hands out bytes (a Raw pins its whole line and hashes not)
         sources = event.sourceEventSeqs
         facts = None
         if sources is not UNSET:
@@ -677,7 +728,9 @@ class FastVerifier:
                                                     f"({len(shadowed)} node(s))"))
 
     # -- dispatch (dsh_audit.fold.RequestFold._dispatch, _digest, _attribute) -----------------------------------
-    def _dispatch(self, step: tuple[int, int], seq: int, bound: str, *, traced: bool = True) -> None:
+    def _dispatch(self, step: tuple[int, int], seq: int, bound: str, kind: str, time: Any, *,
+                  traced: bool = True) -> None:
+        """`kind`, `time`: the type and time of the dispatching event (for model_calls)."""
         header = self.header
         if header is None:
             raise Doubt("no header in force")
@@ -685,7 +738,14 @@ class FastVerifier:
             raise Doubt("placeholder header")
         attempt = self.attempts.get(step, 0) + 1
         self.attempts[step] = attempt
-        request = _Request(step[0], step[1], attempt, seq, self.seed_cut is not None and seq < self.seed_cut)
+        inherited = self.seed_cut is not None and seq < self.seed_cut
+        request: _Request | RebuiltRequest
+        if self.model_calls is None:
+            request = _Request(step[0], step[1], attempt, seq, inherited)
+            if self.keep_requests:
+                self.requests.append(request)
+        else:
+            request = self._rebuilt(header, step, attempt, seq, bound, kind, time, inherited)
         request.sha256 = self._digest(header)
         causes, self.pending_causes = self.pending_causes, []
         first = self.request_count == 0
@@ -702,8 +762,6 @@ class FastVerifier:
         self.previous_generation = self.surface_generation
         self.current = request
         self.request_count += 1
-        if self.keep_requests:
-            self.requests.append(request)
 
     def _digest(self, header: HeaderSnapshot) -> str:
         """sha256 of the request body, continuing the running hash while requests only append (as the fold)."""
@@ -723,3 +781,65 @@ class FastVerifier:
         final = running.copy()
         final.update(self._closing)
         return str(final.hexdigest())
+
+    # -- cache-report's calls (model_calls): what the fold's RebuiltRequest holds, and the other priced calls ---
+    def _rebuilt(self, header: HeaderSnapshot, step: tuple[int, int], attempt: int, seq: int, bound: str,
+                 kind: str, time: Any, inherited: bool) -> RebuiltRequest:
+        """The request as the fold rebuilds it (dsh_audit.fold.RequestFold._dispatch), its body by reference: the
+        surface list is only appended to in place (a replace builds a new one), as RequestParts needs. No
+        messagePrefix and no placeholder reach here (both are doubts); `line` is not counted."""
+        visible = self.visible
+        config = header.header.get("config") or {}
+        owner = self.parent_id if inherited and self.parent_id else self.session_id
+        return RebuiltRequest(turn=step[0], step=step[1], attempt=attempt, dispatch_seq=seq, bound=bound,
+                              dispatch_type=kind, time=time if type(time) is int else None, header_seq=header.seq,
+                              sha256=None, message_count=len(visible), inherited=inherited, owner=owner,
+                              parts=RequestParts(header, _NO_PREFIX, visible, len(visible)),
+                              provider=config.get("provider"), model=config.get("model"))
+
+    def _usage(self, usage: Any) -> None:
+        """A usage chunk of the open attempt (v0/v1): the last one is its usage, as in the fold."""
+        if isinstance(self.current, RebuiltRequest):
+            self.current.usage = msgspec.to_builtins(usage)
+
+    def _answered(self, data: Any, seq: int, line: bytes, answer: StoredMessage | None) -> None:
+        """A settlement or a step's response (before `_close`): the request it closes gets its usage (v0/v1: the
+        chunks' if logged, else the message's; v2 on: the event's, else the stream's last) and its answer. A
+        response closing none (v0/v1, its step's attempts closed before it) is a call of its own."""
+        assert self.model_calls is not None
+        current = self.current
+        if not isinstance(current, RebuiltRequest):
+            other = other_call("assistant/message", parse_json(line), seq)
+            if other is not None:
+                other.inherited = self.seed_cut is not None and seq < self.seed_cut
+                self.model_calls.append(other)
+            return
+        usage = getattr(data, "usage", UNSET)
+        if self.settles:
+            streamed, current.finish = self._stream_usage(data.stream)
+            if usage is UNSET:
+                usage = streamed
+        if current.usage is None and usage is not UNSET:
+            current.usage = msgspec.to_builtins(usage)
+        self.model_calls.append((current, answer))
+        self.current = None
+
+    def _stream_usage(self, stream: Any) -> tuple[Any, str | None]:
+        """v2 on: the last usage and the last finish reason of an embedded stream (UNSET, None: none)."""
+        usage, finish = UNSET, None
+        for record in stream:
+            if self.tag(type(record)) == "chunk":
+                kind = self.tag(type(record.chunk))
+                if kind == "usage":
+                    usage = record.chunk.usage
+                elif kind == "finish":
+                    finish = self.tag(type(record.chunk.reason))
+        return usage, finish
+
+    def _compaction_summary(self, event: Any, seq: int, line: bytes) -> None:
+        """A compaction's summary call: priced from its own line, as cache_report.calls reads it."""
+        assert self.model_calls is not None
+        other = other_call("compaction/summary", parse_json(line), seq)
+        assert other is not None
+        other.inherited = self.seed_cut is not None and seq < self.seed_cut
+        self.model_calls.append(other)

@@ -25,7 +25,9 @@ from typing import Any
 import polars as pl
 
 from ..errors import DshAuditError
+from ..fastpath import Doubt, fast_calls
 from ..fold import Cause, RebuiltRequest
+from ..model_calls import Call, OtherCall, json_int, other_call
 from ..readers import discover, open_logs
 from ..records import LogSource
 from ..surface import derive_message
@@ -129,26 +131,10 @@ class CacheReport:
 
 
 # -- the calls of one log ---------------------------------------------------------------------------------
-@dataclass(slots=True)
-class OtherCall:
-    """A logged model call with no rebuildable request: a compaction's one-shot summary call, or a response
-    logged with neither a chunk nor a header in force (authored logs). Its usage and envelope are logged."""
-
-    kind: str            # "compaction" | "response"
-    seq: int
-    time: int | None
-    provider: str | None
-    model: str | None
-    usage: dict[str, Any] | None
-    inherited: bool = False
-
-
-Call = tuple[RebuiltRequest, Any | None] | OtherCall   # a request with the message answering it, or another call
-
-
 def calls(source: LogSource, *, message_prefix: str = "legacy", parts: bool = True) -> Iterator[Call]:
-    """Every priced model call of one log, in log order. Findings are ignored: a log the reference would refuse
-    still reports what it can. `parts`: keep each request's body by reference (RequestParts)."""
+    """Every priced model call of one log, in log order, by the full walk. Findings are ignored: a log the
+    reference would refuse still reports what it can. `parts`: keep each request's body by reference
+    (RequestParts)."""
     walker = Walker(source, message_prefix=message_prefix, parts=parts, on_finding=lambda _finding: None)
     cut = walker.fold.seed_cut
     for walked in walker:
@@ -157,39 +143,14 @@ def calls(source: LogSource, *, message_prefix: str = "legacy", parts: bool = Tr
         if walked.closed is not None:
             yield walked.closed, derive_message(event) if kind == "assistant/message" else None
         elif walked.record is not None and kind in ("compaction/summary", "assistant/message"):
-            other = _other_call(kind, event, walked.record.seq)
+            other = other_call(kind, event, walked.record.seq)
             if other is not None:
                 other.inherited = cut is not None and other.seq < cut
                 yield other
 
 
-def _other_call(kind: str, event: dict[str, Any], seq: int) -> OtherCall | None:
-    data = _dict(event.get("data"))
-    usage = data.get("usage") if isinstance(data.get("usage"), dict) else None
-    time = _int(event.get("time"))
-    if kind == "compaction/summary":
-        return OtherCall("compaction", seq, time, _str(data.get("provider")), _str(data.get("model")), usage)
-    if usage is None:   # a response that closed no request and logged no usage: nothing to price
-        return None
-    message = _dict(data.get("message"))
-    origin = _dict(message.get("source"))
-    return OtherCall("response", seq, time, _str(origin.get("provider")), _str(origin.get("model")), usage)
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
 def _usage_int(usage: dict[str, Any] | None, key: str) -> int | None:
-    return _int((usage or {}).get(key))
+    return json_int((usage or {}).get(key))
 
 
 def _causes(causes: list[Cause]) -> tuple[str | None, str | None]:
@@ -210,8 +171,9 @@ class _LogRows:
     """The call rows of one log, in order, with what the judgement of each request needs once the block size is
     known: whether it is the log's first request, its predecessor's read, and the premium of a missed token."""
 
-    def __init__(self, source: LogSource, options: CacheOptions, real: RealHeader) -> None:
-        self.source, self.options, self.real = source, options, real
+    def __init__(self, source: LogSource, options: CacheOptions, real: RealHeader, log_calls: Iterable[Call]
+                 ) -> None:
+        self.source, self.options, self.real, self.calls = source, options, real, log_calls
         self.table = options.table
         self.base = {"log": source.label, "generation": source.generation.version,
                      "sessionId": str(source.header.get("id"))}
@@ -220,7 +182,7 @@ class _LogRows:
         self.previous_reads: int | None = None
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        for call in calls(self.source, message_prefix=self.options.message_prefix):
+        for call in self.calls:
             yield self._other(call) if isinstance(call, OtherCall) else self._request(*call)
 
     def _priced(self, model: str | None, time: int | None, usage: dict[str, Any] | None) -> dict[str, Any]:
@@ -274,13 +236,26 @@ def iter_log_rows(source: LogSource, options: CacheOptions, real: RealHeader | N
                   ) -> Iterator[dict[str, Any]]:
     """The call rows of one log as they are read: logged figures, prices, causes and unrounded expectations,
     but no judgement yet (that needs the block size: `judge`)."""
-    return iter(_LogRows(source, options, real if real is not None else RealHeader(options.system, options.tools)))
+    real = real if real is not None else RealHeader(options.system, options.tools)
+    return iter(_LogRows(source, options, real, calls(source, message_prefix=options.message_prefix)))
 
 
 def _log_frame(source: LogSource, options: CacheOptions, real: RealHeader) -> pl.DataFrame:
-    """The unjudged rows of one log, a batch at a time: memory holds the columns plus one batch of dicts."""
+    """The unjudged rows of one log. The fast path reads the log where it can (dsh_audit.fastpath.fast_calls,
+    about the speed of verify's); where it doubts, the rows built so far are dropped and the log is walked in
+    full, as verify falls back to the full verifier."""
     schema = {**REQUEST_COLUMNS, **_WORKING_COLUMNS, **({"wireBody": pl.String} if options.wire else {})}
-    rows = iter_log_rows(source, options, real)
+    fast = fast_calls(source, message_prefix=options.message_prefix)
+    if fast is not None:
+        try:
+            return _frame(iter(_LogRows(source, options, real, fast)), schema)
+        except Doubt:
+            pass
+    return _frame(iter_log_rows(source, options, real), schema)
+
+
+def _frame(rows: Iterator[dict[str, Any]], schema: dict[str, Any]) -> pl.DataFrame:
+    """Rows in a frame, a batch at a time: memory holds the columns plus one batch of dicts."""
     batches = []
     while batch := list(islice(rows, _ROW_BATCH)):
         batches.append(rows_frame(batch, schema))

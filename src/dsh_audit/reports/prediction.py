@@ -34,6 +34,7 @@ from ..deepseek_wire import (
 from ..errors import DshAuditError
 from ..fold import RebuiltRequest, RequestParts
 from ..header import HeaderSnapshot, is_placeholder
+from ..model_calls import answer_message
 from ..tokens import common_prefix_length, count_tokens, token_ids
 
 # How an expected read was found (the `expectedBasis` column).
@@ -305,8 +306,9 @@ class Predictor:
 
 
 def answer_segment(answer: Any, model: Any) -> str:
-    """The answer as the provider cached it after its prompt (and as the next prompt sends it back)."""
-    return "".join(message_segment(wire) for wire in wire_history_message(answer, model))
+    """The answer as the provider cached it after its prompt (and as the next prompt sends it back); `answer`
+    may be kept as its stored bytes (model_calls.StoredMessage)."""
+    return "".join(message_segment(wire) for wire in wire_history_message(answer_message(answer), model))
 
 
 def _count(value: Any) -> int | None:

@@ -1,0 +1,44 @@
+"""cache-report's pass over a log: the fast verifier, asked for model calls, fed a batch of lines at a time, hands
+out each call as soon as it is read. Memory stays bounded as in the walk: a request holds its body by reference
+(RequestParts), never a decoded event, and only one batch's calls wait to be taken.
+
+Nothing it hands out is final until the log ends: the verifier may doubt at any line (and at the end), and then
+the caller drops what it built and walks the log in full (reports.cache_report), as verify does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from itertools import chain, islice
+
+from ..model_calls import Call
+from ..records import LogSource
+from ..vocabulary import validate_header
+from .lines import Doubt, body, log_kind
+from .verifier import FastVerifier
+
+BATCH_LINES = 4096
+
+
+def read_calls(source: LogSource, message_prefix: str) -> Iterator[Call]:
+    """Every priced model call of one file source, in log order, as cache_report.calls yields them; raises
+    Doubt where the fast path cannot decide the log."""
+    kind = log_kind(source)
+    verifier = FastVerifier(source.header, source.generation, message_prefix, keep_requests=False,
+                            model_calls=True)
+    if verifier.types.header is None and validate_header(source.header, source.generation.version):
+        raise Doubt("session header schema")
+    calls = verifier.model_calls
+    assert calls is not None
+    try:
+        with body(source, kind, verifier.types.header) as lines:
+            rest = lines.lines
+            while (first := next(rest, None)) is not None:   # a line at a time: one may be as long as the cap
+                verifier.feed(chain((first,), islice(rest, BATCH_LINES - 1)), max_line=lines.max_line,
+                              max_depth=lines.max_depth)
+                yield from calls
+                calls.clear()
+            verifier.finish(check_newline=lines.check_newline)
+    except (RecursionError, MemoryError) as error:
+        raise Doubt(type(error).__name__) from None
+    yield from calls

@@ -1,0 +1,73 @@
+"""The priced model calls of a log, as cache-report reads them: each rebuilt request with the message that
+answered it, and the calls no request stands for (OtherCall). Both the walk (reports.cache_report.calls) and the
+fast path (fastpath.calls) build them, by the same rules, from the same helpers here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .fold import RebuiltRequest
+from .readers.jsonvalue import parse_json
+
+
+@dataclass(slots=True)
+class OtherCall:
+    """A logged model call with no rebuildable request: a compaction's one-shot summary call, or a response
+    logged with neither a chunk nor a header in force (authored logs). Its usage and envelope are logged."""
+
+    kind: str            # "compaction" | "response"
+    seq: int
+    time: int | None
+    provider: str | None
+    model: str | None
+    usage: dict[str, Any] | None
+    inherited: bool = False
+
+
+class StoredMessage:
+    """An answering message kept as its stored JSON bytes, parsed as the readers parse a line only when read:
+    the fast path then parses no answer that prediction never reads (it reads one only at a prefix break)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def value(self) -> Any:
+        return parse_json(self.data)
+
+
+Call = tuple[RebuiltRequest, Any | None] | OtherCall   # a request with the message answering it, or another call
+
+
+def answer_message(answer: Any) -> Any:
+    """The answering message itself, whether the walk derived it or the fast path stored it."""
+    return answer.value() if isinstance(answer, StoredMessage) else answer
+
+
+def other_call(kind: str, event: dict[str, Any], seq: int) -> OtherCall | None:
+    """The call a compaction/summary, or an assistant/message that closed no request, stands for (None: a
+    response with no usage logged, which has nothing to price)."""
+    data = _dict(event.get("data"))
+    usage = data.get("usage") if isinstance(data.get("usage"), dict) else None
+    time = json_int(event.get("time"))
+    if kind == "compaction/summary":
+        return OtherCall("compaction", seq, time, _str(data.get("provider")), _str(data.get("model")), usage)
+    if usage is None:
+        return None
+    origin = _dict(_dict(data.get("message")).get("source"))
+    return OtherCall("response", seq, time, _str(origin.get("provider")), _str(origin.get("model")), usage)
+
+
+def json_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
