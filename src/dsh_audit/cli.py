@@ -26,12 +26,11 @@ import click
 
 from . import fastpath
 from .errors import DshAuditError
-from .fastpath import DecidedRequest
 from .fold import RebuiltRequest
 from .readers import open_logs
 from .readers.limits import DECOMPRESSED_ENV, LINE_ENV, parse_size
 from .reconstruct import iter_requests
-from .records import LogSource
+from .records import LogSource, RequestDigest
 from .text import display, printable
 from .verify import LogReport, paused_gc, summary, verify_paths
 
@@ -445,7 +444,7 @@ def _write_requests(log: Path, wanted: Step | None, fmt: str, message_prefix: st
     return written
 
 
-def _rebuilt(source: LogSource, message_prefix: str, fmt: str) -> Iterable[RebuiltRequest | DecidedRequest]:
+def _rebuilt(source: LogSource, message_prefix: str, fmt: str) -> Iterable[RebuiltRequest | RequestDigest]:
     """The requests of one log. Digests only: those of verify's fast path when it accepts the log (the same
     sha256s as the fold's, tests/test_fastpath.py), else the fold's."""
     if fmt == "digest":

@@ -93,6 +93,22 @@ class RebuiltRequest:
 OnFinding = Callable[[Finding], None]
 
 
+def header_cause(old: HeaderSnapshot | None, new: HeaderSnapshot, seq: int) -> Cause | None:
+    """Why the next request may not extend the last one, when header `new` (at `seq`) follows `old`: the first
+    header, a changed field (the model's or provider's is a model change), or a resume restating it; else None."""
+    if old is None:
+        return Cause(new.reason, seq, "first request/header")
+    if not header_equals(old.header, new.header) or old.message_prefix != new.message_prefix:
+        fields = changed_fields(old.header, new.header)
+        if old.message_prefix != new.message_prefix:
+            fields.append("messagePrefix")
+        kind = "model-change" if "config.model" in fields or "config.provider" in fields else "header-change"
+        return Cause(kind, seq, f"{new.reason}: " + ", ".join(fields))
+    if new.reason == "resume":
+        return Cause("resume", seq, "resume header identical to its predecessor")
+    return None
+
+
 class RequestFold:
     """The request fold of one log. `seed_cut`: events below this seq were inherited from the parent session
     (None: not a seeded child, or the cut is unknown); the walker finds it by the generation's rule."""
@@ -233,17 +249,9 @@ class RequestFold:
         data = event["data"]
         new = snapshot(seq, data, system=self.generation.system_prompt == "header",
                        prefix=self.generation.message_prefix)
-        old = self.header
-        if old is None:
-            self.pending_causes.append(Cause(new.reason, seq, "first request/header"))
-        elif not header_equals(old.header, new.header) or old.message_prefix != new.message_prefix:
-            fields = changed_fields(old.header, new.header)
-            if old.message_prefix != new.message_prefix:
-                fields.append("messagePrefix")
-            kind = "model-change" if "config.model" in fields or "config.provider" in fields else "header-change"
-            self.pending_causes.append(Cause(kind, seq, f"{new.reason}: " + ", ".join(fields)))
-        elif new.reason == "resume":
-            self.pending_causes.append(Cause("resume", seq, "resume header identical to its predecessor"))
+        cause = header_cause(self.header, new, seq)
+        if cause is not None:
+            self.pending_causes.append(cause)
         self.header = new
 
     # -- attempts ----------------------------------------------------------------------------------------

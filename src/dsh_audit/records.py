@@ -100,3 +100,25 @@ def _expanded(records: Iterator[LogRecord]) -> Iterator[LogRecord]:
         for k, event in enumerate(record.run.events()):
             yield LogRecord(line=record.line, seq=record.seq + k, event=event, packed=True,
                             explicit_seq=record.explicit_seq)
+
+
+@dataclass(slots=True)
+class RequestDigest:
+    """One rebuilt request as verify reports it (and `rebuild --format digest` prints it), from either verifier:
+    `causes` as `kind@seq: detail`."""
+
+    turn: int
+    step: int
+    attempt: int
+    dispatch_seq: int
+    sha256: str | None
+    inherited: bool
+    extends_previous: bool
+    causes: list[str]
+
+    @classmethod
+    def of(cls, request: Any) -> RequestDigest:
+        """Of the fold's RebuiltRequest, or the fast verifier's request."""
+        return cls(request.turn, request.step, request.attempt, request.dispatch_seq, request.sha256,
+                   request.inherited, request.extends_previous,
+                   [f"{cause.kind}@{cause.seq}: {cause.detail}" for cause in request.causes])

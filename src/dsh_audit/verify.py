@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
-from dataclasses import astuple, dataclass, field
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -21,24 +21,11 @@ from .generations import generations
 from .readers import open_logs
 from .readers.discover import discover_logs, no_log_below
 from .readers.stream import is_stream
-from .records import LogSource
+from .records import LogSource, RequestDigest
 from .structure import StructureChecker
 from .successors import SuccessorCheck
 from .vocabulary import validate_event, validate_header, vocabulary
 from .walker import Walked, Walker
-
-
-@dataclass(slots=True)
-class RequestDigest:
-    turn: int
-    step: int
-    attempt: int
-    dispatch_seq: int
-    sha256: str | None
-    inherited: bool
-    extends_previous: bool
-    causes: list[str]
-
 
 FINDINGS_KEPT = 10_000   # per log; beyond, findings are counted by severity, not kept
 
@@ -64,7 +51,7 @@ class LogReport:
     def add(self, request: RebuiltRequest) -> None:
         self.request_count += 1
         if self.keep_requests:
-            self.requests.append(_digest(request))
+            self.requests.append(RequestDigest.of(request))
 
     @property
     def skipped(self) -> bool:
@@ -97,12 +84,6 @@ class LogReport:
     def failed(self, strict: bool = False) -> bool:
         return (self.read_error is not None or any(counts(f, strict) for f in self.findings)
                 or bool(self.unlisted.get("error") or (strict and self.unlisted.get("warning"))))
-
-
-def _digest(request: RebuiltRequest) -> RequestDigest:
-    return RequestDigest(request.turn, request.step, request.attempt, request.dispatch_seq, request.sha256,
-                         request.inherited, request.extends_previous,
-                         [f"{c.kind}@{c.seq}: {c.detail}" for c in request.causes])
 
 
 @contextmanager
@@ -154,7 +135,7 @@ def _verify_source(source: LogSource, message_prefix: str, keep_requests: bool) 
     decided = fastpath.fast_verify(source, message_prefix=message_prefix, keep_requests=keep_requests)
     if decided is not None:   # no finding at all; otherwise the full verifier below reads the log and words them
         report.fast_path, report.events, report.request_count = True, decided.events, decided.request_count
-        report.requests = [RequestDigest(*astuple(request)) for request in decided.requests]
+        report.requests = decided.requests
         return report
     for violation in validate_header(source.header, generation.version):
         report.note(Finding("schema", f"session header {violation.pointer or '/'}: {violation.message}",

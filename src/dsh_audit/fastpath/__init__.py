@@ -17,28 +17,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..model_calls import Call
-from ..records import LogSource
+from ..records import LogSource, RequestDigest
 from ..vocabulary import validate_header
 from .calls import read_calls
 from .lines import Doubt, body, log_kind
 from .types import fast_types
 from .verifier import SUPPORTED, FastVerifier
 
-__all__ = ["SWITCH", "Decided", "DecidedRequest", "Doubt", "decide", "fast_calls", "fast_verify", "preload"]
+__all__ = ["SWITCH", "Decided", "Doubt", "decide", "fast_calls", "fast_verify", "preload"]
 
 SWITCH = "DSH_AUDIT_FAST_PATH"
-
-
-@dataclass(frozen=True, slots=True)
-class DecidedRequest:
-    turn: int
-    step: int
-    attempt: int
-    dispatch_seq: int
-    sha256: str | None
-    inherited: bool
-    extends_previous: bool
-    causes: list[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +35,7 @@ class Decided:
 
     events: int
     request_count: int
-    requests: list[DecidedRequest]   # empty unless asked for (keep_requests)
+    requests: list[RequestDigest]   # empty unless asked for (keep_requests)
 
 
 def fast_verify(source: LogSource, *, message_prefix: str = "legacy", keep_requests: bool = True) -> Decided | None:
@@ -89,5 +77,4 @@ def decide(source: LogSource, *, message_prefix: str = "legacy", keep_requests: 
     except (RecursionError, MemoryError) as error:
         return type(error).__name__
     return Decided(verifier.events, verifier.request_count, [
-        DecidedRequest(r.turn, r.step, r.attempt, r.dispatch_seq, r.sha256, r.inherited, r.extends_previous,
-                       [f"{c.kind}@{c.seq}: {c.detail}" for c in r.causes]) for r in requests])
+        RequestDigest.of(request) for request in requests])

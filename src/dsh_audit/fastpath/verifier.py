@@ -26,12 +26,12 @@ from typing import Any
 import msgspec
 import orjson
 
-from ..fold import Cause, RebuiltRequest, RequestParts
+from ..fold import Cause, RebuiltRequest, RequestParts, header_cause
 from ..generations import Generation
-from ..header import HeaderSnapshot, changed_fields, header_equals, is_placeholder, snapshot, system_text
+from ..header import HeaderSnapshot, header_equals, is_placeholder, snapshot, system_text
 from ..jsjson import dumps_bytes
 from ..model_calls import Call, StoredMessage, other_call
-from ..readers.jsonvalue import parse_json
+from ..readers.jsonvalue import deeper_than, parse_json
 from ..shape import header_problem
 from ..surface import _masked_tool_result
 from .lines import Doubt
@@ -85,18 +85,6 @@ def message_bytes(raw: msgspec.Raw, kind: MessageType) -> tuple[Any, Any]:
 
 _MISSING = object()
 _NO_PREFIX: list[bytes] = []   # the fast path folds no messagePrefix: every request shares this empty one
-
-
-def _deeper_than(value: Any, limit: int) -> bool:
-    """Whether a container nests deeper than `limit` levels (iterative, as the readers check it)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > limit:
-            return True
-        children = node.values() if isinstance(node, dict) else node
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return False
 
 
 _SCALARS = frozenset({str, int, bool, float, type(None), type(UNSET), msgspec.Raw})
@@ -355,7 +343,7 @@ class FastVerifier:
         """The readers' depth cap, as they test it: a long line with many brackets is walked."""
         depth = self.max_depth
         if len(line) > 2 * depth and line.count(b"[") + line.count(b"{") > depth \
-                and _deeper_than(orjson.loads(line), depth):
+                and deeper_than(orjson.loads(line), depth):
             raise Doubt("JSON nested deeper than the depth cap")
 
     def _message(self, raw: msgspec.Raw, kind: str, above: int, line: bytes) -> tuple[Any, Any]:
@@ -490,17 +478,9 @@ class FastVerifier:
         new = snapshot(seq, data, system=self.header_system, prefix=self.generation.message_prefix)
         if new.message_prefix is not None and new.message_prefix != []:
             raise Doubt("header messagePrefix")
-        old = self.header
-        if old is None:
-            self.pending_causes.append(Cause(new.reason, seq, "first request/header"))
-        elif not header_equals(old.header, new.header) or old.message_prefix != new.message_prefix:
-            fields = changed_fields(old.header, new.header)
-            if old.message_prefix != new.message_prefix:
-                fields.append("messagePrefix")
-            kind = "model-change" if "config.model" in fields or "config.provider" in fields else "header-change"
-            self.pending_causes.append(Cause(kind, seq, f"{new.reason}: " + ", ".join(fields)))
-        elif new.reason == "resume":
-            self.pending_causes.append(Cause("resume", seq, "resume header identical to its predecessor"))
+        cause = header_cause(self.header, new, seq)
+        if cause is not None:
+            self.pending_causes.append(cause)
         self.header = new
 
     def _request_context(self, event: Any, seq: int, line: bytes) -> None:

@@ -32,7 +32,8 @@ def _too_deep() -> JsonTooDeep:
     return JsonTooDeep(f"JSON nested deeper than {MAX_DEPTH} levels; dsh-audit reads at most {MAX_DEPTH}")
 
 
-def _deeper_than(value: JSON, limit: int) -> bool:
+def deeper_than(value: JSON, limit: int) -> bool:
+    """Whether a parsed value nests containers deeper than `limit` levels."""
     # Iterative, over containers only: the check must not need the stack it protects.
     stack: list[tuple[JSON, int]] = [(value, 1)]
     while stack:
@@ -51,7 +52,7 @@ def _check_depth(data: bytes, value: JSON) -> JSON:
     # Each level opens with a bracket: a line with no more of them than the cap (nearly every line) needs no walk.
     # One translate pass keeps just the brackets; it costs about half of counting each kind.
     if (len(data) > 2 * MAX_DEPTH and len(data.translate(None, _NOT_OPENING)) > MAX_DEPTH
-            and isinstance(value, dict | list) and _deeper_than(value, MAX_DEPTH)):
+            and isinstance(value, dict | list) and deeper_than(value, MAX_DEPTH)):
         raise _too_deep()
     return value
 
