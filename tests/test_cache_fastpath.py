@@ -165,7 +165,6 @@ def test_corpus_sample_and_generation_logs(tmp_path: Path, taken: Taken, monkeyp
         read = compare(path, taken, monkeypatch)
         assert read == _verify_takes_it(path), path
         outcomes["fast" if read else "walked"] += 1
-    print(dict(outcomes))
     assert outcomes["fast"] >= (4 if session_log_paths() else 1), outcomes
 
 
@@ -225,5 +224,4 @@ def test_fuzzed_one_line_edits(generated: dict[str, Path], base: str, tmp_path: 
         if found is not None:
             assert found == walked_facts(path), edited
         outcomes["fast" if found is not None else "walked"] += 1
-    print(base, dict(outcomes))
     assert outcomes["fast"] >= 5 and outcomes["walked"] >= 5, outcomes

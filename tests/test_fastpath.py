@@ -375,7 +375,6 @@ def test_fuzzed_one_line_edits(generated: dict[str, Path], base: str, tmp_path: 
         found = check(path)
         outcomes["accepted" if isinstance(found, Decided) else "fell back"] += 1
     # Both outcomes occur: edits the full verifier accepts (reordered keys, whitespace, escapes) and the rest.
-    print(base, dict(outcomes))
     assert outcomes["accepted"] >= 10 and outcomes["fell back"] >= MUTANTS_PER_BASE // 2, outcomes
 
 
