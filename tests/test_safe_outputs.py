@@ -17,6 +17,7 @@ import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -300,18 +301,27 @@ def test_dash_and_dev_stdout_are_stdout(tmp_path: Path) -> None:
     assert snapshot(case.logs) == before and not leftovers(case.out, case.logs)
 
 
-@pytest.mark.skipif(ROOT, reason="root writes into a read-only folder")
-def test_read_only_folder_is_one_line(tmp_path: Path) -> None:
-    case = Case(tmp_path)
-    case.out.chmod(0o555)
-    try:
-        for args in (["cache-report", "--out", str(case.out / "c.csv"), str(case.log)],
-                     ["verify", "--junit", str(case.out / "v.xml"), str(case.log)],
-                     ["report", str(case.log), "-o", str(case.out / "r.html")]):
-            done = audit(*args)
-            assert done.returncode == 2 and "not writable" in one_line(done.stderr)
-    finally:
-        case.out.chmod(0o755)
+def test_read_only_folder_is_one_line() -> None:
+    """As root, the commands run as nobody: root writes into a read-only folder anyway."""
+    user = _as_nobody()
+    with _reachable_folder() as root:
+        shutil.copy(SAMPLE, root / "session.jsonl")
+        log = root / "session.jsonl"
+        out = root / "read-only"
+        out.mkdir(mode=0o555)
+        for args in (["cache-report", "--out", out / "c.csv", log], ["verify", "--junit", out / "v.xml", log],
+                     ["header-diff", "--format", "json", "--out", out / "h.json", log],
+                     ["report", log, "-o", out / "r.html"]):
+            done = audit(*args, user=user)
+            assert done.returncode == 2 and "not writable" in one_line(done.stderr), args
+        assert not list(out.iterdir())
+        logs = root / "logs"   # golden update writes beside the logs it pins
+        logs.mkdir()
+        shutil.copy(SAMPLE, logs / "session.jsonl")
+        logs.chmod(0o555)
+        done = audit("golden", "update", logs, user=user)
+        assert done.returncode == 2 and "not writable" in one_line(done.stderr)
+        assert [path.name for path in logs.iterdir()] == ["session.jsonl"]
 
 
 # -- the error path -----------------------------------------------------------------------------------------
@@ -528,13 +538,22 @@ def _as_nobody() -> str | None:
     return str(NOBODY)
 
 
-def test_a_log_in_a_folder_the_user_cannot_enter_is_one_line_exit_2() -> None:
-    user = _as_nobody()
-    import tempfile
-
-    root = Path(tempfile.mkdtemp(prefix="dsh-audit-closed-"))   # not below pytest's 0700 folder: nobody reaches it
+@contextlib.contextmanager
+def _reachable_folder() -> Iterator[Path]:
+    """A scratch folder anyone may enter (pytest's own are 0700 to their owner, so nobody could not reach them)."""
+    root = Path(tempfile.mkdtemp(prefix="dsh-audit-"))
     try:
         root.chmod(0o755)
+        yield root
+    finally:
+        for folder in (root, *(path for path in root.rglob("*") if path.is_dir())):
+            folder.chmod(0o755)
+        shutil.rmtree(root)
+
+
+def test_a_log_in_a_folder_the_user_cannot_enter_is_one_line_exit_2() -> None:
+    user = _as_nobody()
+    with _reachable_folder() as root:
         closed = root / "closed"
         closed.mkdir()
         shutil.copy(SAMPLE, closed / "session.jsonl")
@@ -547,6 +566,3 @@ def test_a_log_in_a_folder_the_user_cannot_enter_is_one_line_exit_2() -> None:
             done = audit(*args, user=user)
             line = one_line(done.stderr)
             assert done.returncode == 2 and ("Permission denied" in line or "not writable" in line), (args, line)
-    finally:
-        (root / "closed").chmod(0o755)
-        shutil.rmtree(root)
