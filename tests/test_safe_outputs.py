@@ -567,3 +567,13 @@ def test_a_log_in_a_folder_the_user_cannot_enter_is_one_line_exit_2() -> None:
             done = audit(*args, user=user)
             line = one_line(done.stderr)
             assert done.returncode == 2 and ("Permission denied" in line or "not writable" in line), (args, line)
+
+
+def test_an_output_onto_a_log_the_walk_reads_but_cannot_parse_is_refused(tmp_path: Path) -> None:
+    """A log with a byte order mark fails the directory it sits in: it is an input all the same, never a sink."""
+    case = Case(tmp_path)
+    case.log.write_bytes(b"\xef\xbb\xbf" + SAMPLE.read_bytes())
+    before = snapshot(case.logs)
+    done = audit("verify", "--junit", case.log, case.logs)
+    assert done.returncode == 2 and "onto a file this command reads" in one_line(done.stderr)
+    assert snapshot(case.logs) == before and not leftovers(case.logs)

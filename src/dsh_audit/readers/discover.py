@@ -72,26 +72,9 @@ def _first_line(path: Path) -> bytes:
     return line
 
 
-def _starts_with_session_header(path: Path) -> bool:
-    try:
-        value = parse_json(_first_line(path))
-    except JsonProblem:
-        return False
-    except JsonTooDeep:   # it may be a header; reading it says why it cannot be read, where skipping would not
-        return True
-    return isinstance(value, dict) and value.get("type") == "session"
-
-
 def is_dsh_log(path: Path) -> bool:
-    name = path.name
-    if name.endswith(ZSTD_SUFFIXES):
-        return True
-    try:
-        if name.endswith(".jsonl"):
-            return _starts_with_session_header(path)
-        return _is_dsh_store(path)
-    except OSError:
-        return False
+    """Whether a directory walk reads `path` as a dsh log (`classify`): outputs are never written onto one."""
+    return classify(path) is None
 
 
 NOT_A_CANDIDATE = ""
