@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 from types import FrameType
-from typing import Any, ClassVar, NoReturn
+from typing import Any, ClassVar
 
 import click
 
@@ -48,12 +48,6 @@ ALL_GENERATIONS_OPTION = click.option(
     "--all-generations", is_flag=True,
     help="In a directory, read every generation of each log (session.jsonl, session.v2.jsonl, ...), not only "
          "the newest one, which is the one dsh reads.")
-
-
-def fail(error: DshAuditError) -> NoReturn:
-    """Leave through the one error path: one line on stderr, the error's exit code (commands may also just
-    raise the error)."""
-    raise error
 
 
 # -- the one error path ----------------------------------------------------------------------------------
@@ -237,7 +231,6 @@ def main(max_line_bytes: str | None, max_decompressed_bytes: str | None) -> None
     """Audit dsh session logs offline: every model request rebuilt from the log, every invariant checked.
 
     Reads every dsh log generation (format v0 to v4); with no path, dsh's own session root."""
-    _escape_what_cannot_be_shown()
 
 
 def _set_cap(variable: str, value: str | None) -> None:

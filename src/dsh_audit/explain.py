@@ -20,6 +20,7 @@ from .fold import Cause, RebuiltRequest
 from .jsjson import dumps_bytes
 from .records import LogSource
 from .surface import derive_message
+from .tokens import common_prefix_length
 from .walker import Walker
 
 EXCERPT = 40   # characters shown each side of a divergence
@@ -67,11 +68,6 @@ def _name(request: RebuiltRequest) -> str:
 def _cause(cause: Cause) -> LoggedCause:
     kind = _CAUSE_TYPES.get(cause.kind) or cause.detail.split(" ", 1)[0]
     return LoggedCause(cause.seq, kind, f"{cause.kind}: {cause.detail}")
-
-
-def _first_difference(a: bytes, b: bytes) -> int:
-    limit = min(len(a), len(b))
-    return next((i for i in range(limit) if a[i] != b[i]), limit)
 
 
 def _excerpt(data: bytes, offset: int) -> str:
@@ -175,18 +171,18 @@ def _needed(divergence: Divergence) -> str:
 
 def _divergence(before: dict[str, Any], after: dict[str, Any], cached: list[Any], before_body: bytes,
                 after_body: bytes, *, answer_index: int | None) -> Divergence | None:
-    body_offset = _first_difference(before_body, after_body)
+    body_offset = common_prefix_length(before_body, after_body)
     for part, old, new in _parts(before, after):
         old_bytes, new_bytes = dumps_bytes(old), dumps_bytes(new)
         if old_bytes != new_bytes:
-            offset = _first_difference(old_bytes, new_bytes)
+            offset = common_prefix_length(old_bytes, new_bytes)
             return Divergence(part, None, offset, body_offset, _token_offset(before, after, cached),
                               _excerpt(old_bytes, offset), _excerpt(new_bytes, offset))
     for index, old in enumerate(cached):
         new = after["messages"][index] if index < len(after["messages"]) else None
         old_bytes, new_bytes = dumps_bytes(old), dumps_bytes(new)
         if old_bytes != new_bytes:
-            offset = _first_difference(old_bytes, new_bytes)
+            offset = common_prefix_length(old_bytes, new_bytes)
             return Divergence("message", index, offset, body_offset, _token_offset(before, after, cached),
                               _excerpt(old_bytes, offset), _excerpt(new_bytes, offset) if new is not None else
                               "(no message: the request has fewer)", generated=index == answer_index)
@@ -196,7 +192,7 @@ def _divergence(before: dict[str, Any], after: dict[str, Any], cached: list[Any]
 def _token_offset(before: dict[str, Any], after: dict[str, Any], cached: list[Any]) -> int | None:
     """Tokens of the DeepSeek prompt both sides share (the predecessor's prompt plus its answer)."""
     from .deepseek_wire import to_wire_body, wire_prompt_text
-    from .tokens import common_prefix_length, token_ids
+    from .tokens import token_ids
 
     try:
         old = wire_prompt_text(to_wire_body({**before, "messages": cached}), generation_prompt=False)

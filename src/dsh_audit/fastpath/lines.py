@@ -18,6 +18,7 @@ import msgspec
 
 from ..errors import DshAuditError
 from ..readers.discover import sniff
+from ..readers.limits import MAX_DEPTH, InputLimits
 from ..readers.zstd import ZstdLines
 from ..records import LogSource
 
@@ -37,8 +38,7 @@ def zstd_lines(path: Path) -> Iterator[bytes]:
                 yield data
         except DshAuditError as error:
             raise Doubt(str(error)) from None
-        tail = getattr(lines, "tail", None)   # newer readers: a final line dropped unread, or the torn frame
-        if lines.incomplete_frame is not None or (tail is not None and tail() is not None):
+        if lines.tail() is not None:   # a final line dropped unread, or a torn frame
             raise Doubt("a torn zstd tail")
 
 
@@ -89,12 +89,8 @@ def body(source: LogSource, kind: str, header: msgspec.json.Decoder[Any] | None)
 
 
 def _caps() -> tuple[int | None, int | None]:
-    """The readers' line and depth caps (dsh_audit.readers.limits), where this tree's readers have them: a line
-    longer than the first (with its newline), or JSON nested deeper than the second, is a read error to them."""
-    try:
-        from ..readers.limits import MAX_DEPTH, InputLimits
-    except ImportError:   # readers without caps
-        return None, None
+    """The readers' line and depth caps (dsh_audit.readers.limits): a line longer than the first (with its
+    newline), or JSON nested deeper than the second, is a read error to them."""
     try:
         return InputLimits.from_env().max_line_bytes + 1, MAX_DEPTH
     except DshAuditError as error:   # a bad cap in the environment: the reader refuses it too

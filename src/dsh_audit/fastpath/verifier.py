@@ -146,8 +146,9 @@ class _Request:
 
 
 class FastVerifier:
-    """One log. `run(lines)` takes the raw lines after the header and returns the dispatched requests; `feed`
-    them in batches, then `finish`, to take `model_calls` out as they come."""
+    """One log: `feed` it the raw lines after the header (in batches, to take `model_calls` out as they come),
+    then `finish` returns the dispatched requests. `message_prefix` (the fold's mode) changes nothing here: a
+    header with a messagePrefix is a doubt."""
 
     def __init__(self, header: dict[str, Any], generation: Generation, message_prefix: str, *,
                  keep_requests: bool = True, model_calls: bool = False) -> None:
@@ -160,7 +161,6 @@ class FastVerifier:
         self.header_system = generation.system_prompt == "header"
         self.protect_head = generation.system_prompt == "surface"
         self.start_key, self.end_key = generation.replace_keys
-        self.message_prefix_mode = message_prefix
         if generation.seed_cut == "seedLength":
             cut = header.get("seedLength")
             self.seed_cut = cut if isinstance(cut, int) and not isinstance(cut, bool) else None
@@ -224,12 +224,6 @@ class FastVerifier:
         self.packed_classes = tuple(cls for cls, handler in self.table.items() if handler is None)
 
     # -- the loop ------------------------------------------------------------------------------------------
-    def run(self, lines: Iterable[bytes], *, check_newline: bool = False, max_line: int | None = None,
-            max_depth: int | None = None) -> list[_Request]:
-        """Every line after the header at once: `feed`, then `finish`."""
-        self.feed(lines, max_line=max_line, max_depth=max_depth)
-        return self.finish(check_newline=check_newline)
-
     def _handlers(self) -> dict[type, Any]:
         """Struct of a line -> its handler; None: a packed row."""
         handlers = {

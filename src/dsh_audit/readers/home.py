@@ -125,19 +125,6 @@ def _sessions_in(files: Iterable[Path]) -> Iterator[tuple[Path, tuple[Path, ...]
         yield from ((p, ()) for p in members if p != main and p not in children)
 
 
-def _close(source: LogSource) -> None:
-    # A source closes its file when its event stream ends. A header-only read starts the stream and closes it
-    # at once, so the handle is released now rather than left to the garbage collector.
-    events = source.records(expand=False)
-    try:
-        next(events, None)
-    except DshAuditError:
-        return  # the stream ended (and closed its file) on a bad first event; that is for a full read to report
-    close = getattr(events, "close", None)
-    if close is not None:
-        close()
-
-
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -168,7 +155,7 @@ def _headers(path: Path, children: tuple[Path, ...], problem: str | None) -> lis
     infos = []
     for source in sources:
         infos.append(_described(base, source))
-        _close(source)
+        source.close()
     return infos
 
 

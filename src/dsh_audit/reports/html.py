@@ -25,6 +25,7 @@ import polars as pl
 
 from ..text import printable
 from .cache_report import UNEXPLAINED, CacheReport
+from .cache_view import call_name
 from .render import rows_frame
 from .views import count, percent, shown_path, usd
 
@@ -122,12 +123,6 @@ class SessionPlot:
     collapse_rows: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _call_name(row: dict[str, Any]) -> str:
-    if row["kind"] != "request":
-        return f"{row['kind']} @{row['seq']}"
-    return f"{row['turn']}.{row['step']}#{row['attempt']}"
-
-
 def _header_changes(headers: pl.DataFrame) -> list[tuple[int, str]]:
     """(seq, what changed) per header snapshot of one log with a verifiable change, in seq order."""
     changed = headers.filter(~pl.col("change").is_in(list(NO_HEADER_CHANGE)) & pl.col("seq").is_not_null())
@@ -177,14 +172,14 @@ def session_plot(calls: pl.DataFrame, headers: pl.DataFrame) -> SessionPlot:
         request_seqs.append(row["seq"])
         reads.append(row["cacheReadTokens"])
         misses.append(row["inputTokens"])
-        hover.append(f"{_call_name(row)} · seq {row['seq']} · hit {percent(row['hitRatio'])}"
+        hover.append(f"{call_name(row)} · seq {row['seq']} · hit {percent(row['hitRatio'])}"
                      + (" · inherited" if row["inherited"] else "")
                      + ("" if row["inputTokens"] is not None else " · no usage logged"))
         cost_x.append(position)
         cost_y.append(spent)
         cause = row["cause"] or ""
         if COMPACTION_REPLACE in cause.split("+") and not summary_since_request:
-            compactions.append((position - 0.5, f"compaction replace before {_call_name(row)}: "
+            compactions.append((position - 0.5, f"compaction replace before {call_name(row)}: "
                                                 f"{row['causeDetail'] or ''}"))
         summary_since_request = False
         if row["collapse"]:
@@ -265,7 +260,7 @@ def _colour(cause: str) -> str:
 
 
 def _collapse_label(row: dict[str, Any]) -> str:
-    lines = [f"collapse at {_call_name(row)} · seq {row['seq']}",
+    lines = [f"collapse at {call_name(row)} · seq {row['seq']}",
              f"cause: {label_text(row['cause'] or UNEXPLAINED, 80)}",
              f"read {count(row['cacheReadTokens'])} of {count(_prompt(row))}, expected "
              f"{count(row['expectedCacheReadTokens'])}",
@@ -417,7 +412,7 @@ def _collapse_table(plot: SessionPlot) -> str:
     rows = []
     for row in plot.collapse_rows[:COLLAPSES_LISTED]:
         cause = row["cause"] or UNEXPLAINED
-        rows.append(f'<tr><td>{esc(_call_name(row))}</td><td class="n">{esc(row["seq"])}</td>'
+        rows.append(f'<tr><td>{esc(call_name(row))}</td><td class="n">{esc(row["seq"])}</td>'
                     f'<td class="{"bad" if cause == UNEXPLAINED else ""}">{esc(cause)}</td>'
                     f'<td>{esc(row["causeDetail"] or "")}</td><td class="n">{esc(count(row["cacheReadTokens"]))}</td>'
                     f'<td class="n">{esc(count(row["expectedCacheReadTokens"]))}</td>'
