@@ -82,6 +82,15 @@ def _unique(values: list[Any]) -> bool:
     return all(not json_equal(a, b) for i, a in enumerate(values) for b in values[i + 1:])
 
 
+def resolve_pointer(documents: Mapping[str, Any], target: str) -> tuple[Any, str]:
+    """The schema node `uri#/json/pointer` names among `documents`, and the uri (its base for further $refs)."""
+    uri, _, fragment = target.partition("#")
+    node: Any = documents[uri]
+    for token in filter(None, fragment.split("/")):
+        node = node[token.replace("~1", "/").replace("~0", "~")]
+    return node, uri
+
+
 class SourceCompiler:
     def __init__(self, documents: Mapping[str, dict[str, Any]]) -> None:
         self.documents = documents
@@ -112,13 +121,6 @@ class SourceCompiler:
         name = f"_c{len(self.constants)}"
         self.constants[name] = value
         return name
-
-    def _resolve(self, target: str) -> tuple[Any, str]:
-        uri, _, fragment = target.partition("#")
-        node: Any = self.documents[uri]
-        for token in filter(None, fragment.split("/")):
-            node = node[token.replace("~1", "/").replace("~0", "~")]
-        return node, uri
 
     def _function(self, schema: Any, base: str, key: Any = None) -> str:
         key = key if key is not None else (id(schema), base)
@@ -153,7 +155,7 @@ class SourceCompiler:
         return f"{self._function(schema, base)}({v})"
 
     def _ref(self, target: str) -> str:
-        schema, base = self._resolve(target)
+        schema, base = resolve_pointer(self.documents, target)
         return self._function(schema, base, key=target)
 
     def _statements(self, schema: Any, base: str, v: str) -> list[str]:
@@ -287,7 +289,7 @@ class SourceCompiler:
     def _integer_bounds(self, schema: Any, base: str) -> tuple[float, float] | None:
         """(minimum, maximum) when `schema` (through $refs) only says "an integer in this range"."""
         while isinstance(schema, dict) and set(schema) - ANNOTATIONS == {"$ref"}:
-            schema, base = self._resolve(urljoin(base, schema["$ref"]))
+            schema, base = resolve_pointer(self.documents, urljoin(base, schema["$ref"]))
         if not isinstance(schema, dict) or schema.get("type") != "integer":
             return None
         if not set(schema) - ANNOTATIONS <= {"type", "minimum", "maximum"}:

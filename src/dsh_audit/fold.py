@@ -20,7 +20,7 @@ from typing import Any
 
 from .findings import Finding, Report
 from .generations import Generation
-from .header import HeaderSnapshot, changed_fields, header_equals, is_placeholder, snapshot, system_text
+from .header import HeaderSnapshot, changed_fields, is_placeholder, same_envelope, snapshot, system_text
 from .jsjson import dumps_bytes
 from .records import LogRecord
 from .surface import Surface, SurfaceError
@@ -98,7 +98,7 @@ def header_cause(old: HeaderSnapshot | None, new: HeaderSnapshot, seq: int) -> C
     header, a changed field (the model's or provider's is a model change), or a resume restating it; else None."""
     if old is None:
         return Cause(new.reason, seq, "first request/header")
-    if not header_equals(old.header, new.header) or old.message_prefix != new.message_prefix:
+    if not same_envelope(old, new):
         fields = changed_fields(old.header, new.header)
         if old.message_prefix != new.message_prefix:
             fields.append("messagePrefix")
@@ -363,8 +363,7 @@ class RequestFold:
         causes, self.pending_causes = self.pending_causes, []
         first = self.requests_emitted == 0
         previous = self.previous_header
-        same_header = header is not None and previous is not None and (header is previous or (
-            header_equals(header.header, previous.header) and header.message_prefix == previous.message_prefix))
+        same_header = same_envelope(header, previous)
         grew = (self.surface.generation == self.previous_generation
                 and len(self.surface.visible) >= self.previous_count)
         request.extends_previous = not first and same_header and grew

@@ -85,6 +85,12 @@ def snapshot(seq: int, data: dict[str, Any], *, system: bool = True, prefix: boo
                           config_bytes=config_bytes, tail_bytes=(tail + "}").encode(), placeholders=placeholders)
 
 
+def same_envelope(a: HeaderSnapshot | None, b: HeaderSnapshot | None) -> bool:
+    """Whether two header snapshots give a request the same envelope and prepended messages."""
+    return a is not None and b is not None and (a is b or (
+        header_equals(a.header, b.header) and a.message_prefix == b.message_prefix))
+
+
 def header_equals(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Field-wise equality as the reference defines it; key order matters inside tool schemas."""
     ca, cb = a.get("config") or {}, b.get("config") or {}

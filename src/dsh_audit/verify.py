@@ -218,6 +218,7 @@ def _verified(files: list[Path], ambiguous: dict[Path, str], message_prefix: str
 
 
 def summary(reports: list[LogReport], strict: bool = False) -> dict[str, Any]:
+    severities = [r.severities() for r in reports]
     return {
         "logs": sum(r.counted for r in reports),
         "skipped": sum(r.skipped for r in reports),
@@ -225,7 +226,7 @@ def summary(reports: list[LogReport], strict: bool = False) -> dict[str, Any]:
         "failed": sum(r.failed(strict) for r in reports),
         "unreadable": sum(r.read_error is not None for r in reports),
         "requests": sum(r.request_count for r in reports),
-        "errors": sum(r.severities().get("error", 0) for r in reports),
-        "warnings": sum(r.severities().get("warning", 0) for r in reports),
-        "notes": sum(r.severities().get("info", 0) for r in reports),
+        "errors": sum(counted.get("error", 0) for counted in severities),
+        "warnings": sum(counted.get("warning", 0) for counted in severities),
+        "notes": sum(counted.get("info", 0) for counted in severities),
     }

@@ -32,7 +32,7 @@ from urllib.parse import urljoin
 
 import msgspec
 
-from ..fastcheck import ANNOTATIONS, SourceCompiler, Unsupported
+from ..fastcheck import ANNOTATIONS, SourceCompiler, Unsupported, resolve_pointer
 from ..vocabulary import _generation_documents, _registry, _root, vocabulary
 
 MAX_SAFE = 2**53 - 1
@@ -142,14 +142,10 @@ class _Generator:
 
     # -- schema access -------------------------------------------------------------------------------------
     def resolve(self, target: str) -> tuple[Any, str]:
-        uri, _, fragment = target.partition("#")
-        node: Any = self.documents[uri]
-        for token in filter(None, fragment.split("/")):
-            node = node[token.replace("~1", "/").replace("~0", "~")]
-        return node, uri
+        return resolve_pointer(self.documents, target)
 
     def deref(self, schema: Any, base: str) -> tuple[Any, str]:
-        while isinstance(schema, dict) and set(schema) - ANNOTATIONS - {"x-fast"} == {"$ref"} \
+        while isinstance(schema, dict) and set(schema) - ANNOTATIONS == {"$ref"} \
                 and not any(k.startswith("x-fast") for k in schema):
             schema, base = self.resolve(urljoin(base, schema["$ref"]))
         return schema, base

@@ -28,7 +28,7 @@ import orjson
 
 from ..fold import Cause, RebuiltRequest, RequestParts, header_cause
 from ..generations import Generation
-from ..header import HeaderSnapshot, header_equals, is_placeholder, snapshot, system_text
+from ..header import HeaderSnapshot, is_placeholder, same_envelope, snapshot, system_text
 from ..jsjson import dumps_bytes
 from ..model_calls import Call, StoredMessage, other_call
 from ..readers.jsonvalue import deeper_than, parse_json
@@ -724,8 +724,7 @@ class FastVerifier:
         causes, self.pending_causes = self.pending_causes, []
         first = self.request_count == 0
         previous = self.previous_header
-        same_header = previous is not None and (header is previous or (
-            header_equals(header.header, previous.header) and header.message_prefix == previous.message_prefix))
+        same_header = same_envelope(header, previous)
         grew = self.surface_generation == self.previous_generation and len(self.visible) >= self.previous_count
         request.extends_previous = not first and same_header and grew
         request.causes = causes

@@ -57,7 +57,7 @@ class Priced:
     """The price applied to one call: which table row, which tier, the rates."""
 
     model: str       # the row used (a model the table lists, or the fallback, saying so)
-    tier: str        # "peak" | "off-peak" | "off-peak (no time logged)" | "configured"
+    tier: str        # "peak" | "off-peak" | "off-peak (no time logged)" | "flat"
     prices: Prices
 
 
