@@ -18,11 +18,10 @@ from dataclasses import dataclass
 
 from ..model_calls import Call
 from ..records import LogSource, RequestDigest
-from ..vocabulary import validate_header
-from .calls import read_calls
-from .lines import Doubt, body, log_kind
+from .calls import read_calls, reading
+from .lines import Doubt
 from .types import fast_types
-from .verifier import SUPPORTED, FastVerifier
+from .verifier import SUPPORTED
 
 __all__ = ["SWITCH", "Decided", "Doubt", "decide", "fast_calls", "fast_verify", "preload"]
 
@@ -65,16 +64,10 @@ def preload() -> None:
 def decide(source: LogSource, *, message_prefix: str = "legacy", keep_requests: bool = True) -> Decided | str:
     """The fast path's verdict, or why it leaves the log to the full verifier (for tests and benchmarks)."""
     try:
-        kind = log_kind(source)
-        verifier = FastVerifier(source.header, source.generation, message_prefix, keep_requests=keep_requests)
-        if verifier.types.header is None and validate_header(source.header, source.generation.version):
-            return "session header schema"
-        with body(source, kind, verifier.types.header) as lines:
+        with reading(source, message_prefix, keep_requests=keep_requests) as (verifier, lines):
             verifier.feed(lines.lines, max_line=lines.max_line, max_depth=lines.max_depth)
             requests = verifier.finish(check_newline=lines.check_newline)
     except Doubt as doubt:
         return str(doubt)
-    except (RecursionError, MemoryError) as error:
-        return type(error).__name__
     return Decided(verifier.events, verifier.request_count, [
         RequestDigest.of(request) for request in requests])
