@@ -34,7 +34,12 @@ Report = Callable[..., None]
 
 def counts(finding: Finding, strict: bool) -> bool:
     """Whether a finding fails its log: errors always, warnings under --strict, notes never."""
-    return finding.severity == "error" or (strict and finding.severity == "warning")
+    return severity_counts(finding.severity, strict)
+
+
+def severity_counts(severity: str, strict: bool) -> bool:
+    """Whether findings of this severity fail their log (`counts`)."""
+    return severity == "error" or (strict and severity == "warning")
 
 
 class FindingSink:

@@ -61,7 +61,6 @@ def cases_from_reports(reports: Iterable[LogReport], *, strict: bool,
         if report.ignored is not None:
             cases.append(case_for_log(report.label, skipped=f"not a dsh log: {report.ignored}"))
             continue
-        counted = [f for f in report.findings if counts(f, strict)]
         read_as = [] if report.generation is None else [f"read as log format v{report.generation}"]
         unlisted = [f"... and {sum(report.unlisted.values())} more finding(s), counted but not listed"
                     ] if report.unlisted else []
@@ -70,11 +69,9 @@ def cases_from_reports(reports: Iterable[LogReport], *, strict: bool,
             cases.append(case_for_log(report.label, seconds=elapsed, error=report.read_error,
                                       details=report.read_error))
         elif report.failed(strict):
-            codes = sorted({f.code for f in counted})
-            more = sum(n for severity, n in report.unlisted.items() if severity == "error" or (
-                strict and severity == "warning"))
+            codes = sorted({f.code for f in report.findings if counts(f, strict)})
             cases.append(case_for_log(report.label, seconds=elapsed, details=details,
-                                      failure=f"{len(counted) + more} finding(s): {', '.join(codes)}"))
+                                      failure=f"{report.failing(strict)} finding(s): {', '.join(codes)}"))
         else:
             cases.append(case_for_log(report.label, seconds=elapsed, details=details))
     return cases

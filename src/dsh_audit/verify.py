@@ -15,7 +15,7 @@ from typing import Any
 
 from . import fastpath
 from .errors import DshAuditError
-from .findings import Finding, Report, counts
+from .findings import Finding, Report, counts, severity_counts
 from .fold import RebuiltRequest
 from .generations import generations
 from .readers import open_logs
@@ -81,9 +81,13 @@ class LogReport:
     def rejected(self) -> bool:
         return self.unlisted_rejects or any(f.rejects for f in self.findings)
 
+    def failing(self, strict: bool = False) -> int:
+        """How many findings fail the log, the unlisted ones included."""
+        return (sum(counts(f, strict) for f in self.findings)
+                + sum(n for severity, n in self.unlisted.items() if severity_counts(severity, strict)))
+
     def failed(self, strict: bool = False) -> bool:
-        return (self.read_error is not None or any(counts(f, strict) for f in self.findings)
-                or bool(self.unlisted.get("error") or (strict and self.unlisted.get("warning"))))
+        return self.read_error is not None or self.failing(strict) > 0
 
 
 @contextmanager
