@@ -425,6 +425,15 @@ def test_a_store_selector_works_in_every_command(tmp_path: Path) -> None:
     assert files_beside(store) == before
 
 
+def test_explain_on_a_store_of_several_sessions_asks_which(tmp_path: Path) -> None:
+    """explain reads one session: of a store holding two (or none) it names none, and says how to pick one."""
+    store = build_store(tmp_path / "store.db")
+    one_line_error(audit("explain", str(store), "1.1"), 2, "holds 2 sessions; name one as", "#SESSION_ID")
+    assert audit("explain", f"{store}#s-1", "1.1").code in (0, 1)
+    empty = build_store(tmp_path / "empty.db", sessions=())
+    one_line_error(audit("explain", str(empty), "1.1"), 2, "holds 0 sessions")
+
+
 def test_a_wal_store_is_read_without_leaving_files_beside_it(tmp_path: Path) -> None:
     store = build_store(tmp_path / "store.db", wal=True)
     assert store.read_bytes()[18] == 2   # WAL mode, and no -wal or -shm after a clean close

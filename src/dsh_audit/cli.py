@@ -254,6 +254,14 @@ SESSION_OPTION = click.option(
     "LOGS given, else below dsh's session root ($DSH_HOME/sessions, else ~/.dsh/sessions).")
 
 
+def chosen_log(log: Path | None, session: str | None) -> Path:
+    """The one LOG a command reads, or the --session picked."""
+    if log is None and session is None:
+        raise DshAuditError("give a LOG, or --session ID to pick one from dsh's session root")
+    [path] = chosen_paths(() if log is None else (log,), session)
+    return path
+
+
 def chosen_paths(logs: tuple[Path, ...], session: str | None) -> list[Path]:
     """What a command reads: the LOGS given, the --session picked, or with neither dsh's session root."""
     from .readers.home import default_paths
@@ -386,9 +394,7 @@ error, 130 interrupted, 141 stdout closed early (| head).""")
 def rebuild(log: Path | None, session: str | None, step_filter: str | None, fmt: str, message_prefix: str) -> int:
     """Print the exact request(s) the model saw, rebuilt from LOG (or the --session picked)."""
     wanted = parse_step(step_filter, "--step")
-    if log is None and session is None:
-        raise DshAuditError("give a LOG, or --session ID to pick one from dsh's session root")
-    [path] = chosen_paths(() if log is None else (log,), session)
+    path = chosen_log(log, session)
     with paused_gc():
         written = _write_requests(path, wanted, fmt, message_prefix)
     if wanted is not None and not written:

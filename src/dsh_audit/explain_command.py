@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from .cli import EXIT_CLEAN, EXIT_FINDINGS, SESSION_OPTION, chosen_paths, parse_step
+from .cli import EXIT_CLEAN, EXIT_FINDINGS, SESSION_OPTION, chosen_log, parse_step
 from .errors import DshAuditError
 from .explain import Explanation, explain_request
 from .readers import open_logs
@@ -63,10 +63,11 @@ def explain(log: Path | None, request: str | None, session: str | None, fmt: str
     if wanted is None:
         raise DshAuditError("give the request to explain, TURN.STEP or TURN.STEP#ATTEMPT (as cache-report "
                             "and rebuild --format digest name it)")
-    if log is None and session is None:
-        raise DshAuditError("give a LOG, or --session ID to pick one from dsh's session root")
-    [path] = chosen_paths(() if log is None else (log,), session)
-    source = next(iter(open_logs(path)))
+    path = chosen_log(log, session)
+    sources = list(open_logs(path))
+    if len(sources) != 1:   # a store of several sessions (or none): which one is not for us to guess
+        raise DshAuditError(f"holds {len(sources)} sessions; name one as {path}#SESSION_ID", path=str(path))
+    [source] = sources
     explanation = explain_request(source, *wanted)
     if fmt == "json":
         click.echo(printable(json.dumps({"log": source.label, **asdict(explanation)}, indent=2, ensure_ascii=False)))
