@@ -14,11 +14,12 @@ from pathlib import Path
 
 from dsh_audit.errors import LogReadError
 from dsh_audit.readers.discover import discover, is_dsh_log, sniff, split_selector
-from dsh_audit.readers.jsonl import open_jsonl
+from dsh_audit.readers.jsonl import open_log_file
 from dsh_audit.readers.limits import InputLimits
+from dsh_audit.readers.lines import FileLines
 from dsh_audit.readers.sqlite import open_store
 from dsh_audit.readers.stream import is_stream, open_stream
-from dsh_audit.readers.zstd import open_zstd
+from dsh_audit.readers.zstd import ZstdLines
 from dsh_audit.records import LogSource
 
 __all__ = ["InputLimits", "discover", "is_dsh_log", "open_log", "open_logs"]
@@ -55,7 +56,7 @@ def open_logs(path: str | os.PathLike[str], *, limits: InputLimits | None = None
         return
     if session_id is not None:
         raise LogReadError("a #sessionId selector applies only to SQLite stores", path=str(file))
-    yield open_zstd(file, limits) if kind == "zstd" else open_jsonl(file, limits)
+    yield open_log_file(file, ZstdLines if kind == "zstd" else FileLines, limits)
 
 
 def open_log(path: str | os.PathLike[str], *, limits: InputLimits | None = None) -> LogSource:

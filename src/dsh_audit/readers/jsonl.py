@@ -22,17 +22,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
 from pathlib import Path
+from typing import Protocol
 
 from dsh_audit.errors import LogReadError
 from dsh_audit.generations import generations, parse_log_name
 from dsh_audit.readers.codecs import codec_for
 from dsh_audit.readers.jsonvalue import JsonProblem, JsonTooDeep, is_number, js_number, parse_json, safe_int
 from dsh_audit.readers.limits import InputLimits, located
-from dsh_audit.readers.lines import ByteSource, FileLines, Line
+from dsh_audit.readers.lines import ByteSource, Line
 from dsh_audit.readers.progress import reported
 from dsh_audit.records import JSON, LogRecord, LogSource, TornTail
 
-__all__ = ["Line", "check_header", "name_version", "open_jsonl", "open_lines", "read_jsonl", "version_refusal"]
+__all__ = ["Line", "check_header", "name_version", "open_lines", "open_log_file", "read_log", "version_refusal"]
 
 # What a reader says of its input's end once every line is read: a note on how it ended (a torn zstd frame), or
 # the final line it dropped unread (over the line cap).
@@ -180,15 +181,29 @@ def name_version(path: Path) -> int | None:
     return name.version if name.canonical else None
 
 
-def read_jsonl(handle: ByteSource, label: str, limits: InputLimits, *, name_version: int | None = None) -> LogSource:
-    """A plain JSONL log from an open handle (a file, or a pipe read once); the source closes it at the end."""
-    lines = FileLines(handle, label, limits)
+class SplitLines(Protocol):
+    """The lines of one input (lines.FileLines: plain; zstd.ZstdLines: decompressed), and how it ended."""
+
+    def __iter__(self) -> Iterator[Line]: ...
+
+    def tail(self) -> str | TornTail | None: ...
+
+
+LineReader = Callable[[ByteSource, str, InputLimits], SplitLines]
+
+
+def read_log(lines_of: LineReader, handle: ByteSource, label: str, limits: InputLimits, *,
+             name_version: int | None = None) -> LogSource:
+    """A log from an open handle (a file, or a pipe read once), its lines split by `lines_of`; the source closes
+    the handle at the end."""
+    lines = lines_of(handle, label, limits)
     return open_lines(label, reported(iter(lines), handle, label), lines.tail, handle.close,
                       name_version=name_version)
 
 
-def open_jsonl(path: Path, limits: InputLimits | None = None) -> LogSource:
+def open_log_file(path: Path, lines_of: LineReader, limits: InputLimits | None = None) -> LogSource:
+    """A log file, which can be opened again (`reopen`) for a second pass."""
     limits = limits or InputLimits.from_env()
-    source = read_jsonl(path.open("rb"), str(path), limits, name_version=name_version(path))
-    source.reopen = lambda: open_jsonl(path, limits)
+    source = read_log(lines_of, path.open("rb"), str(path), limits, name_version=name_version(path))
+    source.reopen = lambda: open_log_file(path, lines_of, limits)
     return source

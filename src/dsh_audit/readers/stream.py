@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import BinaryIO
 
 from dsh_audit.errors import LogReadError
-from dsh_audit.readers.jsonl import read_jsonl
+from dsh_audit.readers.jsonl import read_log
 from dsh_audit.readers.limits import InputLimits
+from dsh_audit.readers.lines import FileLines
 from dsh_audit.readers.sqlite import SQLITE_MAGIC
-from dsh_audit.readers.zstd import ZSTD_MAGIC, read_zstd
+from dsh_audit.readers.zstd import ZSTD_MAGIC, ZstdLines
 from dsh_audit.records import LogSource
 
 __all__ = ["STDIN", "STDIN_LABEL", "is_stream", "open_stream"]
@@ -122,6 +123,4 @@ def open_stream(path: Path, limits: InputLimits) -> LogSource:
         raise LogReadError("a SQLite store cannot be read from a pipe or device; give the path of its file",
                            path=label)
     source = Prefixed(prefix, handle)
-    if prefix.startswith(ZSTD_MAGIC):
-        return read_zstd(source, label, limits)
-    return read_jsonl(source, label, limits)
+    return read_log(ZstdLines if prefix.startswith(ZSTD_MAGIC) else FileLines, source, label, limits)

@@ -18,16 +18,14 @@ is held to the decompressed-size cap, and its lines to the line cap (dsh_audit.r
 from __future__ import annotations
 
 from collections.abc import Generator, Iterator
-from pathlib import Path
 
 import zstandard
 
 from dsh_audit.errors import LogReadError
-from dsh_audit.readers.jsonl import Line, name_version, open_lines
+from dsh_audit.readers.jsonl import Line
 from dsh_audit.readers.limits import InputLimits, located
 from dsh_audit.readers.lines import ByteSource, LineSplitter
-from dsh_audit.readers.progress import reported
-from dsh_audit.records import LogSource, TornTail
+from dsh_audit.records import TornTail
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"  # 0xFD2FB528 little-endian
 _READ_SIZE = 1 << 18  # compressed bytes per read
@@ -171,17 +169,3 @@ class ZstdLines:
         if overlong is not None:
             return TornTail(overlong.line, overlong.dropped_bytes, f"{overlong.reason}; {self.incomplete_frame}")
         return self.incomplete_frame
-
-
-def read_zstd(handle: ByteSource, label: str, limits: InputLimits, *, name_version: int | None = None) -> LogSource:
-    """A zstd log from an open handle (a file, or a pipe read once); the source closes it at the end."""
-    lines = ZstdLines(handle, label, limits)
-    return open_lines(label, reported(iter(lines), handle, label), lines.tail, handle.close,
-                      name_version=name_version)
-
-
-def open_zstd(path: Path, limits: InputLimits | None = None) -> LogSource:
-    limits = limits or InputLimits.from_env()
-    source = read_zstd(path.open("rb"), str(path), limits, name_version=name_version(path))
-    source.reopen = lambda: open_zstd(path, limits)
-    return source
