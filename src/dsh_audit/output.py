@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import IO, Literal, TypeGuard, cast, overload
 
 from .errors import DshAuditError
+from .readers.discover import is_dsh_log, split_selector
 
 STDOUT = "-"
 _STDOUT_NAMES = frozenset({"/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"})
@@ -71,19 +72,11 @@ def _under(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
-def _without_selector(path: Path) -> Path:
-    """`store.db#sessionId` reads store.db (when no file has the literal name)."""
-    text = str(path)
-    if "#" in text and not os.path.lexists(text):
-        return Path(text.rpartition("#")[0])
-    return path
-
-
 def _is_input(target: Path, target_stat: os.stat_result, inputs: Iterable[Path]) -> Path | None:
     """The input `target` is (the same file, through any name, link or symlink), or None."""
     absolute, real = Path(os.path.abspath(target)), Path(os.path.realpath(target))
     for given in inputs:
-        source = _without_selector(Path(given))
+        source, _session = split_selector(Path(given))   # store.db#sessionId reads store.db
         try:
             source_stat = os.stat(source)
         except (OSError, ValueError):
@@ -92,11 +85,8 @@ def _is_input(target: Path, target_stat: os.stat_result, inputs: Iterable[Path])
             # below an input folder: the command reads it if it is a dsh log (as discovery finds them)
             folders = {Path(os.path.abspath(source)), Path(os.path.realpath(source))}
             below = [path for path in (absolute, real) if any(_under(path, folder) for folder in folders)]
-            if below:
-                from .readers import is_dsh_log
-
-                if any(is_dsh_log(path) for path in below):   # the name as found, or the file a link names
-                    return below[-1]
+            if any(is_dsh_log(path) for path in below):   # the name as found, or the file a link names
+                return below[-1]
         elif (source_stat.st_dev, source_stat.st_ino) == (target_stat.st_dev, target_stat.st_ino):
             return source
     return None
