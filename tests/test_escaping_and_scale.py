@@ -115,9 +115,13 @@ def test_human_views_show_log_text_escaped(command: list[str], tmp_path: Path) -
 def test_the_sessions_table_shows_log_text_escaped(tmp_path: Path) -> None:
     home = tmp_path / "home"
     hostile_log(home / "sessions" / "--w--" / "s1" / "session.jsonl")
+    (home / "sessions" / "--w--" / "s2").mkdir(parents=True)
+    (home / "sessions" / "--w--" / "s2" / "session.jsonl").write_text(f"{EVIL * 20}\n")   # an error row
     done = audit("sessions", cwd=tmp_path, env={"DSH_HOME": str(home)})
     assert done.returncode == 0, done.stderr
     assert not ACTIVE.search(done.stdout + done.stderr), done.stdout.encode("unicode_escape")
+    rows = done.stdout.splitlines()[:-1]   # the last line names the root
+    assert len(rows) == 3 and all(len(row) <= 100 for row in rows), rows   # widths count the escapes
 
 
 def test_file_and_folder_names_are_shown_escaped(tmp_path: Path) -> None:

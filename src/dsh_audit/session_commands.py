@@ -15,6 +15,7 @@ import click
 from .cli import EXIT_CLEAN
 from .readers.home import HOME_ENV, SessionInfo, list_sessions, require_root, session_root
 from .records import LogSource
+from .reports.views import fit
 from .text import display, printable
 
 WIDTH = 100
@@ -55,10 +56,6 @@ def _clip_left(text: str, width: int) -> str:
     return text if len(text) <= width else "…" + text[len(text) - width + 1:]
 
 
-def _clip_right(text: str, width: int) -> str:
-    return text if len(text) <= width else text[:width - 1] + "…"
-
-
 _COLUMNS = (("ID", ID_WIDTH, "<"), ("LAST ACTIVITY (UTC)", 20, "<"), ("GEN", 3, "<"), ("REQS", 5, ">"),
             ("COST", 10, ">"), ("SIZE", 8, ">"))
 _FIXED = sum(width + 2 for _, width, _ in _COLUMNS)
@@ -68,7 +65,7 @@ def _cells(info: SessionInfo) -> list[str]:
     generation = "-" if info.generation is None else f"v{info.generation}"
     requests = "-" if info.requests is None else str(info.requests)
     # Cut without an ellipsis: the short id is meant to be pasted as a --session prefix.
-    return [info.short_id[:ID_WIDTH], _iso(info.last_activity), generation, requests,
+    return [display(info.short_id)[:ID_WIDTH], _iso(info.last_activity), generation, requests,
             _cost(info.cost_usd), humane_size(info.size)]
 
 
@@ -87,8 +84,9 @@ def _error_text(info: SessionInfo, error: str) -> str:
 
 def _row(info: SessionInfo) -> str:
     room = WIDTH - _FIXED
-    last = (_clip_right(f"error: {_error_text(info, info.error)}", room) if info.error is not None
-            else _clip_left(info.cwd or "-", room))
+    # Escaped before they are cut, so that the width counts what is shown.
+    last = (fit(f"error: {_error_text(info, info.error)}", room) if info.error is not None
+            else _clip_left(display(info.cwd or "-"), room))
     return _line(_cells(info), last)
 
 
