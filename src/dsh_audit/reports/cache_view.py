@@ -10,6 +10,7 @@ from typing import Any
 import polars as pl
 
 from .cache_report import UNEXPLAINED, CacheReport
+from .render import rows_by
 from .views import EMPTY, Column, Terminal, count, percent, shown_path, table, usd, wrap
 
 WORST = 3   # collapses named in a summary
@@ -44,8 +45,9 @@ COLUMNS = (
 
 def render(report: CacheReport, term: Terminal, *, wide: bool = False) -> str:
     lines: list[str] = []
+    calls_of = rows_by(report.requests, "log")
     for log in report.logs.to_dicts():
-        calls = report.requests.filter(pl.col("log") == log["log"]).to_dicts()
+        calls = calls_of((log["log"],)).to_dicts()
         lines += _heading(log, term)
         lines += table(calls, COLUMNS, width=term.width, wide=wide, emphasis=lambda row, text: _emphasis(
             row, text, term))

@@ -26,7 +26,7 @@ import polars as pl
 from ..text import printable
 from .cache_report import UNEXPLAINED, CacheReport
 from .cache_view import call_name
-from .render import rows_frame
+from .render import rows_by, rows_frame
 from .views import count, percent, shown_path, usd
 
 if TYPE_CHECKING:
@@ -390,8 +390,9 @@ def _overview(logs: list[dict[str, Any]], names: list[str], findings: pl.DataFra
     head = "".join(f'<th scope="col"{" class=n" if numeric else ""}><button type="button">{esc(title)}</button></th>'
                    for title, numeric in titles)
     body = []
+    errors_of = rows_by(findings.filter(pl.col("severity") == "error"), "log")
     for index, (log, name) in enumerate(zip(logs, names, strict=True)):
-        errors = findings.filter((pl.col("log") == log["log"]) & (pl.col("severity") == "error")).height
+        errors = errors_of((log["log"],)).height
         body.append(
             f'<tr><td class="log" data-sort="{esc(name)}"><a href="#{_anchor(index)}" title="{esc(log["log"])}">'
             f'{esc(name)}</a></td>'
@@ -477,11 +478,12 @@ def render_report(report: CacheReport, headers: pl.DataFrame, findings: pl.DataF
     logs = report.logs.to_dicts()
     names = display_names([log["log"] for log in logs])
     sections = []
+    calls_of, headers_of = rows_by(report.requests, "log", "generation"), rows_by(headers, "log", "generation")
+    findings_of = rows_by(findings, "log", "generation")
     for index, (log, name) in enumerate(zip(logs, names, strict=True)):
-        key = (pl.col("log") == log["log"]) & (pl.col("generation") == log["generation"])
-        calls = report.requests.filter(key)
-        plot = session_plot(calls, headers.filter(key))
-        sections.append(_session(index, log, name, plot, findings.filter(key)))
+        key = (log["log"], log["generation"])
+        plot = session_plot(calls_of(key), headers_of(key))
+        sections.append(_session(index, log, name, plot, findings_of(key)))
     totals = report.totals.to_dicts()[0] if report.totals.height else {}
     errors = findings.filter(pl.col("severity") == "error").height
     warnings = findings.filter(pl.col("severity") == "warning").height
