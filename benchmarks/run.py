@@ -427,8 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     # Best of 3, alternating: a single pair is at the mercy of whatever else shares the two cores.
     tries = [(measure("verify -j 1 (small logs)", [AUDIT, "verify", "-j", "1", rel_small]),
               measure("verify -j 2 (small logs)", [AUDIT, "verify", "-j", "2", rel_small])) for _ in range(3)]
-    par = (min((one for one, _ in tries), key=lambda r: r.seconds),
-           min((two for _, two in tries), key=lambda r: r.seconds))
+    par = (best_of([one for one, _ in tries]), best_of([two for _, two in tries]))
     small_share = measure("fast path share (small logs)", [PY, "benchmarks/fast_share.py", rel_small, "--json"])
     par[0].note = fast_share_text(share_document(small_share))
     html_size = max((size for size in results if size <= 100), default=None)
@@ -450,8 +449,9 @@ def main(argv: list[str] | None = None) -> int:
         md += fmt_table(result)
     if html is not None:
         from html_report import results_lines
-        md += results_lines(node_json(html)) if node_json(html) else ["## HTML report in a browser", "",
-                                                                       f"- **FAIL**: {html.stdout[-300:]}", ""]
+        checked = node_json(html)
+        md += results_lines(checked) if checked else ["## HTML report in a browser", "",
+                                                      f"- **FAIL**: {html.stdout[-300:]}", ""]
     md += ["## Notes", "",
            "- (a) floor: `parse_floor.py`, the faster of an orjson line loop and a 4 MiB block-split loop.",
            "- required work: `required_work.py`, the floor's line loop plus only the built-in calls (type passes, "
