@@ -109,6 +109,36 @@ def header_cause(old: HeaderSnapshot | None, new: HeaderSnapshot, seq: int) -> C
     return None
 
 
+class RunningDigest:
+    """sha256 of successive request bodies, continuing one running hash while requests only append: started
+    again when the header snapshot (which fixes config and prefix; compared by identity, as seqs repeat in a
+    malformed log) or the surface generation changes, or the surface shrank."""
+
+    def __init__(self) -> None:
+        self._hash: Any = None
+        self._key: tuple[int, HeaderSnapshot] | None = None   # (surface generation, header) hashed so far
+        self._count = 0            # surface messages hashed so far
+        self._primed = False       # a message (of the prefix or the surface) is in: the next needs a comma
+        self._closing = b""
+
+    def digest(self, header: HeaderSnapshot, prefix: list[bytes], generation: int, visible: list[bytes]) -> str:
+        key = self._key
+        if key is None or key[0] != generation or key[1] is not header or self._count > len(visible):
+            self._hash = hashlib.sha256(b"{" + header.config_bytes + b'"messages":[' + b",".join(prefix))
+            self._key, self._count, self._primed = (generation, header), 0, bool(prefix)
+            self._closing = b"]" + header.tail_bytes
+        running = self._hash
+        for message in visible[self._count:]:
+            if self._primed:
+                running.update(b",")
+            running.update(message)
+            self._primed = True
+        self._count = len(visible)
+        final = running.copy()
+        final.update(self._closing)
+        return str(final.hexdigest())
+
+
 class RequestFold:
     """The request fold of one log. `seed_cut`: events below this seq were inherited from the parent session
     (None: not a seeded child, or the cut is unknown); the walker finds it by the generation's rule."""
@@ -137,11 +167,8 @@ class RequestFold:
         self.previous_count = 0
         self.previous_generation = 0
         self.requests_emitted = 0
-        self._hash: Any = None
-        self._hash_key: tuple[int, HeaderSnapshot] | None = None   # (surface generation, header) hashed so far
+        self._running = RunningDigest()
         self._prefix: tuple[HeaderSnapshot, list[bytes]] | None = None  # a header and its serialized prefix
-        self._hash_count = 0
-        self._hash_primed = False
 
     # -- the fold ---------------------------------------------------------------------------------------
     def feed(self, record: LogRecord, event: dict[str, Any] | None) -> RebuiltRequest | None:
@@ -339,24 +366,7 @@ class RequestFold:
         return self._prefix[1]
 
     def _digest(self, header: HeaderSnapshot, prefix: list[bytes]) -> str:
-        """sha256 of the request body, continuing the running hash while requests only append."""
-        visible = self.surface.visible
-        # The header snapshot fixes config and prefix; compared by identity (seqs repeat in a malformed log).
-        same = (self._hash_key is not None and self._hash_key[0] == self.surface.generation
-                and self._hash_key[1] is header)
-        if not same or self._hash_count > len(visible):
-            self._hash = hashlib.sha256(b"{" + header.config_bytes + b'"messages":[' + b",".join(prefix))
-            self._hash_key, self._hash_count = (self.surface.generation, header), 0
-            self._hash_primed = bool(prefix)
-        for message in visible[self._hash_count:]:
-            if self._hash_primed:
-                self._hash.update(b",")
-            self._hash.update(message)
-            self._hash_primed = True
-        self._hash_count = len(visible)
-        final = self._hash.copy()
-        final.update(b"]" + header.tail_bytes)
-        return str(final.hexdigest())
+        return self._running.digest(header, prefix, self.surface.generation, self.surface.visible)
 
     def _attribute(self, request: RebuiltRequest, header: HeaderSnapshot | None) -> None:
         """Is this request an append-extension of the previous one? If not, name the logged causes."""

@@ -18,7 +18,6 @@ response calls (dsh_audit.model_calls). Off, as for verify, the loop does nothin
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -26,7 +25,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from ..fold import Cause, RebuiltRequest, RequestParts, header_cause
+from ..fold import Cause, RebuiltRequest, RequestParts, RunningDigest, header_cause
 from ..generations import Generation
 from ..header import HeaderSnapshot, is_placeholder, same_envelope, snapshot, system_text
 from ..jsjson import dumps_bytes
@@ -181,10 +180,7 @@ class FastVerifier:
         self.previous_header: HeaderSnapshot | None = None
         self.previous_count = 0
         self.previous_generation = 0
-        self._hash: Any = None
-        self._hash_key: tuple[int, HeaderSnapshot] | None = None
-        self._hash_count = 0
-        self._closing = b""
+        self._running = RunningDigest()
         # the surface
         self.nodes: list[int] = []
         self.messages: dict[int, Any] = {}         # node -> its message's bytes (bytes or msgspec.Raw), or None
@@ -737,23 +733,7 @@ class FastVerifier:
         self.request_count += 1
 
     def _digest(self, header: HeaderSnapshot) -> str:
-        """sha256 of the request body, continuing the running hash while requests only append (as the fold)."""
-        visible = self.visible
-        key = self._hash_key
-        if key is None or key[0] != self.surface_generation or key[1] is not header \
-                or self._hash_count > len(visible):
-            self._hash = hashlib.sha256(b"{" + header.config_bytes + b'"messages":[')
-            self._hash_key, self._hash_count = (self.surface_generation, header), 0
-            self._closing = b"]" + header.tail_bytes
-        running = self._hash
-        for message in visible[self._hash_count:]:
-            if self._hash_count:
-                running.update(b",")
-            running.update(message)
-            self._hash_count += 1
-        final = running.copy()
-        final.update(self._closing)
-        return str(final.hexdigest())
+        return self._running.digest(header, _NO_PREFIX, self.surface_generation, self.visible)
 
     # -- cache-report's calls (model_calls): what the fold's RebuiltRequest holds, and the other priced calls ---
     def _rebuilt(self, header: HeaderSnapshot, step: tuple[int, int], attempt: int, seq: int, bound: str,
