@@ -14,7 +14,6 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 from .vocabulary import schema_at, vocabulary
@@ -41,10 +40,7 @@ class Generation:
 
 
 def _document() -> dict[str, Any]:
-    try:
-        text = resources.files("dsh_audit.schemas").joinpath("generations.json").read_text(encoding="utf-8")
-    except ModuleNotFoundError:   # a source checkout that was never installed
-        text = (Path(__file__).resolve().parents[2] / "schemas" / "generations.json").read_text(encoding="utf-8")
+    text = resources.files("dsh_audit.schemas").joinpath("generations.json").read_text(encoding="utf-8")
     document: dict[str, Any] = json.loads(text)
     return document
 

@@ -16,7 +16,6 @@ from functools import cache
 from importlib import resources
 from importlib.resources.abc import Traversable
 from itertools import islice
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -67,11 +66,7 @@ class _Compiled:
 
 
 def _schema_root() -> Traversable:
-    try:
-        return resources.files("dsh_audit.schemas")
-    except ModuleNotFoundError:
-        # Running from a source checkout that was never installed: schemas/ sits at the repo root.
-        return Path(__file__).resolve().parents[2] / "schemas"
+    return resources.files("dsh_audit.schemas")
 
 
 def _schema_files(root: Traversable) -> Iterator[Traversable]:
