@@ -132,3 +132,21 @@ def test_installed_script_runs_in_a_real_subprocess() -> None:
                           text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert len(done.stdout.splitlines()) == 3
+
+
+def test_the_entry_point_takes_the_signals_before_loading_the_library() -> None:
+    """Ctrl-C during start-up is caught (dsh_audit.stopping) only if nothing heavy loads before the handlers."""
+    probe = ("import signal, sys, dsh_audit.entry, dsh_audit.stopping; "
+             "print(sorted(m for m in ('polars', 'jsonschema', 'click', 'dsh_audit.cli', 'dsh_audit.verify') "
+             "if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_every_public_name_of_the_package_resolves() -> None:
+    import dsh_audit
+
+    assert dsh_audit.__all__ and all(getattr(dsh_audit, name) is not None for name in dsh_audit.__all__)
+    assert set(dsh_audit.__all__) <= set(dir(dsh_audit))
+    with pytest.raises(AttributeError):
+        dsh_audit.no_such_name  # noqa: B018

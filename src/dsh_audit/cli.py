@@ -3,7 +3,7 @@
 Every command returns its exit code, and every failure leaves through one error path (`_AuditGroup.main`):
 0 clean, 1 findings, 2 unreadable input, an unwritable output or bad usage, 3 an internal error (one line
 asking for a report; DSH_AUDIT_DEBUG=1 shows the traceback instead), 130 interrupted (Ctrl-C), 141 stdout
-closed early (`audit rebuild LOG | head -1`), quietly. Never a traceback."""
+closed early (`audit rebuild LOG | head -1`), quietly, 143 terminated (SIGTERM). Never a traceback."""
 
 from __future__ import annotations
 
@@ -11,20 +11,16 @@ import errno
 import importlib
 import io
 import json
-import multiprocessing
 import os
-import signal
 import sys
-import threading
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager, nullcontext, suppress
+from collections.abc import Callable, Iterable
+from contextlib import nullcontext, suppress
 from pathlib import Path
-from types import FrameType
 from typing import Any, ClassVar
 
 import click
 
-from . import fastpath
+from . import fastpath, stopping
 from .errors import DshAuditError
 from .fold import RebuiltRequest
 from .readers import open_logs
@@ -35,7 +31,7 @@ from .text import display, printable
 from .verify import LogReport, paused_gc, summary, verify_paths
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_UNREADABLE, EXIT_INTERNAL = 0, 1, 2, 3
-EXIT_INTERRUPTED = 130      # 128 + SIGINT, as a shell reports a process Ctrl-C ended
+EXIT_INTERRUPTED = stopping.EXIT_INTERRUPTED   # 128 + SIGINT, as a shell reports a process Ctrl-C ended
 EXIT_BROKEN_PIPE = 141      # 128 + SIGPIPE: the reader of stdout went away; nothing more is said
 DEBUG_ENV = "DSH_AUDIT_DEBUG"
 PREFIX_OPTION = click.option(
@@ -98,9 +94,9 @@ def exit_code_for(error: BaseException) -> int:
         return EXIT_FINDINGS
     if isinstance(error, click.exceptions.Exit):
         return error.exit_code
-    if isinstance(error, KeyboardInterrupt | click.Abort):
-        _say("audit: interrupted")
-        return EXIT_INTERRUPTED
+    if isinstance(error, stopping.Stopped | KeyboardInterrupt | click.Abort):   # Ctrl-C or SIGTERM
+        _say(stopping.message(error))
+        return stopping.exit_code(error)
     if isinstance(error, click.ClickException):   # bad usage: click's own message and hint
         error.show()
         return EXIT_UNREADABLE
@@ -128,48 +124,17 @@ def exit_code_for(error: BaseException) -> int:
     return EXIT_INTERNAL
 
 
-def _quiet(args: Any) -> None:
-    """After Ctrl-C: what a helper thread raises while the command stops is not news."""
-
-
-@contextmanager
-def _interrupts_stop_workers() -> Iterator[None]:
-    """Ctrl-C ends the command promptly, also with worker processes (`verify -j`): the first SIGINT
-    terminates them, so a process pool's shutdown has nothing to wait for, then interrupts this process."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    owner = os.getpid()
-
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        if os.getpid() == owner:   # a forked worker inherits this handler: it just stops
-            threading.excepthook = _quiet   # a pool's threads may trip over its dead workers: nothing to say
-            for child in multiprocessing.active_children():
-                with suppress(OSError, ValueError, AttributeError):
-                    child.terminate()
-        raise KeyboardInterrupt
-
-    try:
-        previous = signal.signal(signal.SIGINT, interrupt)
-    except ValueError:   # not the main thread of the main interpreter
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
 def run_guarded(call: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
     """Run `call` and turn how it ended into an exit code: its returned code, or the one for what it raised
     (said in one line). Stdout is flushed inside, so a broken pipe or a full disk is reported here too."""
     try:
-        with _interrupts_stop_workers():
+        with stopping.handled():
             result = call(*args, **kwargs)
             sys.stdout.flush()
     except BaseException as error:
         if _debugging() and not isinstance(error, DshAuditError | click.ClickException | click.exceptions.Exit
-                                           | SystemExit | KeyboardInterrupt | click.Abort | BrokenPipeError):
+                                           | SystemExit | stopping.Stopped | KeyboardInterrupt | click.Abort
+                                           | BrokenPipeError):
             raise
         return exit_code_for(error)
     return result if isinstance(result, int) and not isinstance(result, bool) else EXIT_CLEAN
@@ -220,7 +185,7 @@ Examples:
   audit cache-report --session 3f2a      where that session lost the prefix cache, why, and the cost
   audit explain LOG 1.2#2                why request 1.2#2 did not extend what was cached
 Exit codes: 0 clean, 1 findings, 2 unreadable input, unwritable output or bad usage, 3 internal error,
-130 interrupted, 141 stdout closed early (each command's --help says more).""")
+130 interrupted (Ctrl-C), 143 terminated (SIGTERM), 141 stdout closed early (each command's --help says more).""")
 @click.version_option(package_name="dsh-audit", prog_name="audit")
 @click.option("--max-line-bytes", metavar="SIZE", callback=lambda _ctx, _param, value: _set_cap(LINE_ENV, value),
               help=f"Longest line (one event) read, e.g. 512M [default: 256M; env {LINE_ENV}].")

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal, TypeGuard, cast, overload
 
+from . import stopping
 from .errors import DshAuditError
 from .readers.discover import is_dsh_log, split_selector
 
@@ -253,12 +254,14 @@ def _write_replacing(plan: _Plan, binary: bool, what: str, shown: str) -> Iterat
     """A temporary file beside the target, its mode set, written, synced and renamed over the target."""
     assert plan.path is not None and plan.mode is not None
     final = plan.path
-    try:
-        fd, temporary = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent)
-    except OSError as error:
-        raise _failed(what, shown, error) from None
+    temporary: str | None = None
     handle = None
     try:
+        with stopping.deferred():   # a signal is acted on once the temporary file's name is known: it is removed
+            try:
+                fd, temporary = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent)
+            except OSError as error:
+                raise _failed(what, shown, error) from None
         os.fchmod(fd, plan.mode)   # mkstemp creates 0600
         if plan.owner is not None and plan.owner != (os.geteuid(), os.getegid()):
             with contextlib.suppress(OSError):   # root replacing another user's file keeps its owner
@@ -270,14 +273,11 @@ def _write_replacing(plan: _Plan, binary: bool, what: str, shown: str) -> Iterat
         handle.close()
         os.replace(temporary, final)
     except BaseException as error:
-        if handle is not None:
+        if temporary is not None:
             with contextlib.suppress(OSError):
-                handle.close()
-        else:
+                handle.close() if handle is not None else os.close(fd)
             with contextlib.suppress(OSError):
-                os.close(fd)
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
+                os.unlink(temporary)
         if _is_write_error(error):
             raise _failed(what, shown, error) from None
         raise

@@ -1,0 +1,138 @@
+"""How a run stops when asked to: Ctrl-C (SIGINT) and SIGTERM, at any moment from the first line dsh-audit runs.
+
+Both become `Stopped`, an exception, so every `finally` and context manager on the way out runs (a half-written
+output's temporary file is removed; dsh_audit.output). It is no KeyboardInterrupt, which click would catch while
+it parses a command line (and print a blank line for), and no Exception, which no `except Exception` swallows.
+The one error path (dsh_audit.cli) turns it into the exit code:
+130 for SIGINT and 143 for SIGTERM, 128 plus the signal as a shell reports them, after one line and no traceback.
+The first signal also terminates this process's worker processes (`verify -j`), so a pool's shutdown has nothing
+to wait for; later signals are ignored while the run unwinds, and after the command has finished a signal ends the
+process at once with its code. This module imports nothing heavy: the `audit` entry point installs it before the
+command's own modules (polars, the schemas) are loaded.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from types import FrameType
+from typing import Any
+
+EXIT_INTERRUPTED = 130   # 128 + SIGINT
+EXIT_TERMINATED = 143    # 128 + SIGTERM
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Stopped(BaseException):
+    """SIGINT or SIGTERM asked the run to stop."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _terminated(stop: BaseException) -> bool:
+    return isinstance(stop, Stopped) and stop.signum == signal.SIGTERM
+
+
+def exit_code(stop: BaseException) -> int:
+    """For a Stopped, or a KeyboardInterrupt (Python's own Ctrl-C, before `install`, or a caller's)."""
+    return EXIT_TERMINATED if _terminated(stop) else EXIT_INTERRUPTED
+
+
+def message(stop: BaseException) -> str:
+    return "audit: terminated" if _terminated(stop) else "audit: interrupted"
+
+
+def _quiet(args: Any) -> None:
+    """While the run stops: what a helper thread raises (a pool's, over its dead workers) is not news."""
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    if os.getpid() != _owner:
+        # A forked worker inherits this handler. It writes nothing and its owner stops it: Ctrl-C reaches the
+        # whole process group, so the worker leaves that to its owner; SIGTERM (its owner's) ends it quietly.
+        if signum == signal.SIGTERM:
+            os._exit(EXIT_TERMINATED)
+        return
+    for other in SIGNALS:   # already stopping: a second Ctrl-C must not interrupt the clean-up
+        signal.signal(other, signal.SIG_IGN)
+    threading.excepthook = _quiet
+    processes = sys.modules.get("multiprocessing")   # only a run that started workers has any
+    if processes is not None:
+        for child in processes.active_children():
+            with suppress(OSError, ValueError, AttributeError):
+                child.terminate()
+    raise Stopped(signum)
+
+
+def _after_the_command(signum: int, frame: FrameType | None) -> None:
+    """The command's work is done and flushed: leave now, with the signal's line and code, nothing to unwind."""
+    stop = Stopped(signum)
+    with suppress(OSError):
+        os.write(2, (message(stop) + "\n").encode())
+    os._exit(exit_code(stop))
+
+
+_owner: int | None = None
+
+
+def install() -> bool:
+    """Take SIGINT and SIGTERM for this process; False where signals cannot be taken (not the main thread)."""
+    global _owner
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    _owner = os.getpid()   # first: a signal right after its handler is in must find its owner
+    try:
+        for number in SIGNALS:
+            signal.signal(number, _stop)
+    except ValueError:   # not the main interpreter
+        return False
+    return True
+
+
+@contextmanager
+def handled() -> Iterator[None]:
+    """SIGINT and SIGTERM stop the block as above; the handlers in force before are restored after it (a caller
+    in the same process, a test runner say, gets its own back)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {number: signal.getsignal(number) for number in SIGNALS}
+    if not install():
+        yield
+        return
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            with suppress(ValueError, TypeError):
+                signal.signal(number, handler)
+
+
+def finishing() -> None:
+    """Called once the command's outcome is known and its output flushed: a signal now just ends the process."""
+    if threading.current_thread() is threading.main_thread():
+        with suppress(ValueError):
+            for number in SIGNALS:
+                signal.signal(number, _after_the_command)
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """Signals held back for a few statements that must not be split (a temporary file made and remembered):
+    delivered, and acted on, right after the block."""
+    blocked = set(SIGNALS)
+    try:
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
+    except (AttributeError, OSError, ValueError):   # no sigmask here: nothing is held back
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
