@@ -4,6 +4,7 @@ empty directory is an error, and what is left out is counted and named. Through 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -99,7 +100,7 @@ def test_a_folder_the_walk_cannot_list_fails_the_run() -> None:
         done = audit("verify", root, user=user)
         out = done.stdout.decode()
         assert done.returncode == 2, out
-        assert "closed: cannot list this folder: Permission denied" in out
+        assert re.search(r"^UNREADABLE closed  .*\n    cannot list this folder: Permission denied", out, re.M), out
         cache = audit("cache-report", root, user=user)
         assert cache.returncode == 2 and "cannot list this folder" in one_line(cache.stderr)
     finally:

@@ -173,7 +173,7 @@ TURN = b'{"type":"turn/start","data":{"turn":1}}'
 
 @pytest.mark.parametrize(("content", "code", "needle"), [
     (b"\xff\xfe\xfd\n", 2, "invalid UTF-8"),
-    (HEADER + b"\n\xc3\x28\n" + TURN + b"\n", 2, ":2: invalid UTF-8"),
+    (HEADER + b"\n\xc3\x28\n" + TURN + b"\n", 2, "line 2: invalid UTF-8"),   # under the log's UNREADABLE row
     (b"not json at all\n", 2, "session header"),
     (TURN + b"\n", 2, "not a session header"),                                   # header line missing
     (HEADER + b"\n" + HEADER + b"\n", 1, "[envelope]"),                          # header line duplicated
@@ -187,13 +187,13 @@ TURN = b'{"type":"turn/start","data":{"turn":1}}'
     (HEADER + b'\n{"type":"turn/start","seq":"0","data":{"turn":1}}\n', 2, "seq must be a non-negative"),
     (HEADER + b"\n" + TURN + b'\n{"type":"turn/e', 0, "[torn-tail]"),            # truncated final line
     (HEADER + b'\n{"type":"user/message","data":"' + b"x" * 3_000_000 + b'"}\n', 1, "[shape]"),  # a huge line
-    (HEADER + b"\n" + b"[" * 100_000 + b"\n" + TURN + b"\n", 2, ":2: seq 0: JSON nested deeper than 200"),
+    (HEADER + b"\n" + b"[" * 100_000 + b"\n" + TURN + b"\n", 2, "line 2: seq 0: JSON nested deeper than 200"),
 ])
 def test_hostile_input_gives_one_line_and_the_right_exit(content: bytes, code: int, needle: str,
                                                          tmp_path: Path) -> None:
     path = tmp_path / "hostile.jsonl"
     path.write_bytes(content)
-    result = CliRunner().invoke(main, ["verify", str(path)])
+    result = CliRunner().invoke(main, ["verify", str(path)], env={"COLUMNS": "250"})
     text = result.stdout + result.stderr
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert result.exit_code == code, text

@@ -20,6 +20,8 @@ from dsh_audit.reports.header_diff import build_header_diff
 from genbuilder import GenLog
 from logbuilder import MODEL, PROVIDER
 
+WIDE = {"COLUMNS": "250"}   # verify's rows and findings each on one line
+
 
 def codes(path: Path) -> list[str]:
     [report] = verify_path(path)
@@ -217,10 +219,10 @@ def test_v3_system_message_outside_any_step_is_one_line_exit_1(tmp_path: Path) -
     log.turn(1, "hello", "hi", head="prompt")
     log.system(1, 1, "late", replaces=2)
     path = log.write(tmp_path / "session.v3.jsonl")
-    result = CliRunner().invoke(main, ["verify", str(path)])
+    result = CliRunner().invoke(main, ["verify", str(path)], env=WIDE)
     assert result.exit_code == 1
     [line] = [line for line in result.stdout.splitlines() if "[system-step]" in line]
-    assert line.strip().startswith(f"{path}:10: seq 8: system/message: error [system-step]")
+    assert line.startswith("    line 10, seq 8, system/message: error [system-step]")   # under the log's row
 
 
 def test_v3_header_may_not_carry_the_retired_system(tmp_path: Path) -> None:
@@ -299,7 +301,7 @@ def test_a_session_directory_reads_each_logs_newest_generation(tmp_path: Path) -
 
 
 def test_verify_reports_generation_and_skipped_predecessors(tmp_path: Path) -> None:
-    result = CliRunner().invoke(main, ["verify", str(make_session_dir(tmp_path))])
+    result = CliRunner().invoke(main, ["verify", str(make_session_dir(tmp_path))], env=WIDE)
     lines = result.stdout.splitlines()
     assert any(line.startswith("ok ") and "session.v3.jsonl  (v3," in line for line in lines)
     assert sum(line.startswith("skipped ") for line in lines) == 2
@@ -325,7 +327,7 @@ def test_bad_generation_is_a_one_line_read_error(tmp_path: Path, name: str, vers
     with pytest.raises(LogReadError) as raised:
         reconstruct_file(path)
     assert message in str(raised.value) and str(raised.value).startswith(f"{path}:1: ")
-    result = CliRunner().invoke(main, ["verify", str(path)])
+    result = CliRunner().invoke(main, ["verify", str(path)], env=WIDE)
     assert result.exit_code == 2 and len([line for line in result.stderr.splitlines() if line]) == 0
     assert message in result.stdout
 
@@ -337,12 +339,12 @@ def test_v2_seq_gap_and_bad_range_are_one_line_findings_with_their_location(tmp_
         event["seq"] += 1                          # a gap before the header
     log.events[2]["sourceEventSeqs"] = [[9, 3]]    # a malformed range on the user message
     path = log.write(tmp_path / "session.v2.jsonl")
-    result = CliRunner().invoke(main, ["verify", str(path)])
+    result = CliRunner().invoke(main, ["verify", str(path)], env=WIDE)
     assert result.exit_code == 1
     found = [line.strip() for line in result.stdout.splitlines() if "error [" in line]
-    assert found == [f"{path}:4: seq 2: user/message: error [source-ranges] sourceEventSeqs range [9, 3] ends "
+    assert found == ["line 4, seq 2, user/message: error [source-ranges] sourceEventSeqs range [9, 3] ends "
                      "before it starts",
-                     f"{path}:5: seq 4: request/header: error [seq-gap] session event seq 4 is not contiguous; "
+                     "line 5, seq 4, request/header: error [seq-gap] session event seq 4 is not contiguous; "
                      "expected 3"]
 
 

@@ -261,20 +261,20 @@ COST = r"(\$\d+\.\d{4}|-)"
 
 
 def test_audit_sessions_table(fake_home: Home) -> None:
-    result = CliRunner().invoke(main, ["sessions"], env=fake_home.env)
+    result = CliRunner().invoke(main, ["sessions"], env=fake_home.env | {"COLUMNS": "100"})
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    assert all(len(line) <= 100 for line in lines[:-1]), lines   # the last line names the root, however long
+    assert all(len(line) <= 100 for line in lines), lines
     assert lines[0].split() == ["ID", "LAST", "ACTIVITY", "(UTC)", "GEN", "REQS", "COST", "SIZE", "CWD"]
-    rows = lines[1:-1]
+    rows = [line for line in lines[1:] if not line.startswith((" ", "5 session(s)"))]   # an error under its row
     assert [row.split()[0] for row in rows] == ["d5d5d5d5-0000", "c4c4c4c4-0000", "b2b2c3c3-0000",
                                                 "b2b2b2b2-0000", "a1a1a1a1-0000"]
-    assert "error: " in rows[0] and "corrupt zstd" in rows[0]
+    assert rows[0].endswith("  (unreadable)") and lines[2].startswith("  error: ") and "corrupt zstd" in lines[2]
     alpha = rows[-1]
     assert re.search(rf"a1a1a1a1-0000  2026-\d\d-\d\dT\d\d:\d\d:\d\dZ  v3 +\d+ +{COST} +[\d.]+ kB  /work/alpha$",
                      alpha), alpha
     assert rows[1].endswith("  -")   # no cwd
-    assert lines[-1] == f"5 session(s) in {fake_home.root}"
+    assert " ".join(line.strip() for line in lines[-2:]).endswith(f"5 session(s) in {fake_home.root}, 1 unreadable")
 
 
 def test_audit_sessions_json_limit_and_root(fake_home: Home, tmp_path: Path) -> None:
@@ -297,7 +297,7 @@ def test_audit_sessions_long_cwd_is_clipped(tmp_path: Path) -> None:
     cwd = "/very/" + "deep/" * 30 + "project"
     put(tmp_path / "--x--" / "s1" / "session.v4.jsonl", with_header(ZQ / "text-turn" / "session.v4.jsonl", "s1", cwd),
         T0)
-    result = CliRunner().invoke(main, ["sessions", "--root", str(tmp_path)])
+    result = CliRunner().invoke(main, ["sessions", "--root", str(tmp_path)], env={"COLUMNS": "100"})
     assert result.exit_code == 0, result.output
     row = result.output.splitlines()[1]
     assert len(row) == 100 and row.endswith("…" + cwd[-(100 - len(row.split("…")[0]) - 1):])
@@ -342,10 +342,12 @@ def test_audit_sessions_root_that_cannot_be_listed(tmp_path: Path, monkeypatch: 
 
 
 def test_commands_read_the_session_root_without_a_path_and_pick_one_with_session(fake_home: Home) -> None:
-    everything = CliRunner().invoke(main, ["verify"])
+    everything = CliRunner().invoke(main, ["verify"], env={"COLUMNS": "300"})
     assert "Traceback" not in everything.output and everything.exit_code in (1, 2)   # the root holds a broken log
-    assert str(fake_home.logs["gamma"]) in everything.output and str(fake_home.logs["beta"]) in everything.output
-    one = CliRunner().invoke(main, ["verify", "--session", "a1a1"])
+    assert everything.output.startswith(f"in {fake_home.root}{os.sep}\n")   # then each path relative to it
+    for name in ("gamma", "beta"):
+        assert f" {fake_home.logs[name].relative_to(fake_home.root)}  (" in everything.output
+    one = CliRunner().invoke(main, ["verify", "--session", "a1a1"], env={"COLUMNS": "300"})
     assert one.exit_code == 0 and str(fake_home.logs["alpha"]) in one.output and "1 log(s)" in one.output
     report = CliRunner().invoke(main, ["cache-report", "--no-predict", "--session", ALPHA, "--format", "json"])
     assert report.exit_code == 0 and json.loads(report.stdout)["rows"][0]["log"] == str(fake_home.logs["alpha"])

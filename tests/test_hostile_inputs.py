@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import resource
 import sqlite3
 import subprocess
@@ -106,9 +107,11 @@ def one_line_error(run: Run, code: int, *needles: str) -> str:
     assert "MemoryError" not in run.text and "RecursionError" not in run.text, run.text
     lines = run.err.strip().splitlines()
     if not lines:   # verify reports an unreadable log as a row of its table: UNREADABLE, then the error
-        rows = run.out.splitlines()
-        assert rows[0].startswith("UNREADABLE"), run.out
-        lines = [rows[1].strip()]
+        rows = [row for row in run.out.splitlines() if not row.startswith("in /")]   # a root given absolute
+        assert rows[0].startswith("UNREADABLE") and rows[2][0] != " ", run.out   # the error on one line
+        label = rows[0].removeprefix("UNREADABLE").strip().rsplit("  (", 1)[0]
+        located = re.fullmatch(r"line (\d+): (.*)", rows[1].strip())   # the row names the log: told as stderr would
+        lines = [f"{label}:{located[1]}: {located[2]}" if located else f"{label}: {rows[1].strip()}"]
     assert len(lines) == 1, run.text
     for needle in needles:
         assert needle in lines[0], lines[0]

@@ -7,8 +7,9 @@ package, starts without loading the library (dsh_audit.entry)."""
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .lazy import exports
 
 _HOMES = {
     "DshAuditError": "errors", "LogReadError": "errors", "LogRejected": "errors", "Finding": "findings",
@@ -32,14 +33,4 @@ if TYPE_CHECKING:
     from .verify import LogReport, verify_path, verify_paths, verify_source
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f".{home}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = exports(__name__, _HOMES, globals())

@@ -27,6 +27,7 @@ from .readers import open_logs
 from .readers.limits import DECOMPRESSED_ENV, LINE_ENV, parse_size
 from .reconstruct import iter_requests
 from .records import LogSource, RequestDigest
+from .reports.views import COLOR_CHOICES, Terminal, terminal
 from .text import display, printable
 from .verify import LogReport, paused_gc, summary, verify_paths
 
@@ -38,6 +39,12 @@ PREFIX_OPTION = click.option(
     "--message-prefix", type=click.Choice(["legacy", "drop"]), default="legacy", show_default=True,
     help="Older logs carry header.messagePrefix: 'legacy' prepends it as the old writers sent it; 'drop' "
          "ignores it as the current reference does.")
+
+
+COLOR_OPTION = click.option(
+    "--color", type=click.Choice(COLOR_CHOICES), default=None,
+    help="Colour in the human views: auto (on a terminal; never with NO_COLOR, always with FORCE_COLOR), "
+         "always or never [default: auto].")
 
 
 ALL_GENERATIONS_OPTION = click.option(
@@ -95,7 +102,7 @@ def exit_code_for(error: BaseException) -> int:
     if isinstance(error, click.exceptions.Exit):
         return error.exit_code
     if isinstance(error, stopping.Stopped | KeyboardInterrupt | click.Abort):   # Ctrl-C or SIGTERM
-        _say(stopping.message(error))
+        _say(stopping.told(error))
         return stopping.exit_code(error)
     if isinstance(error, click.ClickException):   # bad usage: click's own message and hint
         error.show()
@@ -187,12 +194,13 @@ Examples:
 Exit codes: 0 clean, 1 findings, 2 unreadable input, unwritable output or bad usage, 3 internal error,
 130 interrupted (Ctrl-C), 143 terminated (SIGTERM), 141 stdout closed early (each command's --help says more).""")
 @click.version_option(package_name="dsh-audit", prog_name="audit")
+@COLOR_OPTION
 @click.option("--max-line-bytes", metavar="SIZE", callback=lambda _ctx, _param, value: _set_cap(LINE_ENV, value),
               help=f"Longest line (one event) read, e.g. 512M [default: 256M; env {LINE_ENV}].")
 @click.option("--max-decompressed-bytes", metavar="SIZE",
               callback=lambda _ctx, _param, value: _set_cap(DECOMPRESSED_ENV, value),
               help=f"Most plaintext one zstd log may expand to, e.g. 8G [default: 4G; env {DECOMPRESSED_ENV}].")
-def main(max_line_bytes: str | None, max_decompressed_bytes: str | None) -> None:
+def main(max_line_bytes: str | None, max_decompressed_bytes: str | None, color: str | None) -> None:
     """Audit dsh session logs offline: every model request rebuilt from the log, every invariant checked.
 
     Reads every dsh log generation (format v0 to v4); with no path, dsh's own session root."""
@@ -204,6 +212,12 @@ def _set_cap(variable: str, value: str | None) -> None:
     if value is not None:
         parse_size(value, "--" + ("max-line-bytes" if variable == LINE_ENV else "max-decompressed-bytes"))
         os.environ[variable] = value
+
+
+def print_view(term: Terminal, text: str) -> None:
+    """A human view on stdout, made safe to print (`Terminal.show`). Written to sys.stdout itself, which `audit`
+    set to escape what its encoding cannot show (click.echo would swap in a UTF-8 writer, or strip colour)."""
+    sys.stdout.write(term.show(text if text.endswith("\n") else text + "\n"))
 
 
 def _escape_what_cannot_be_shown() -> None:
@@ -252,8 +266,9 @@ Exit codes: 0 clean, 1 findings, 2 unreadable input, unwritable --junit or bad u
                    "its folder is created; - for stdout).")
 @ALL_GENERATIONS_OPTION
 @PREFIX_OPTION
+@COLOR_OPTION
 def verify(logs: tuple[Path, ...], session: str | None, fmt: str, strict: bool, jobs: int, message_prefix: str,
-           junit_file: Path | None, all_generations: bool) -> int:
+           junit_file: Path | None, all_generations: bool, color: str | None) -> int:
     """Rebuild every request of each LOG (file or directory) and check every invariant.
 
     Every dsh log generation (format v0 to v4) is read; in a directory, each log's newest generation. With no
@@ -274,7 +289,10 @@ def verify(logs: tuple[Path, ...], session: str | None, fmt: str, strict: bool, 
         else:
             reports.extend(found)
     if fmt != "json":
-        _render_table(reports, strict)
+        from .reports import verify_view
+
+        term = terminal()
+        print_view(term, verify_view.render(reports, paths, term, strict=strict))
     if junit_file is not None:
         from .junit import cases_from_reports, write_junit
         write_junit(junit_file, "dsh-audit verify", cases_from_reports(reports, strict=strict), inputs=paths)
@@ -310,35 +328,6 @@ def _report_json(report: LogReport, strict: bool) -> dict[str, Any]:
                       "sha256": q.sha256, "inherited": q.inherited, "extendsPrevious": q.extends_previous,
                       "causes": q.causes} for q in report.requests],
     }
-
-
-def _render_table(reports: list[LogReport], strict: bool) -> None:
-    for report in reports:
-        if report.skipped:
-            click.echo(display(f"{'skipped':<10} {report.label}  (an older generation; read "
-                               f"{report.superseded_by})"))
-            continue
-        if report.ignored is not None:
-            click.echo(display(f"{'ignored':<10} {report.label}  (not a dsh log: {report.ignored})"))
-            continue
-        status = "UNREADABLE" if report.read_error else ("FAIL" if report.failed(strict) else "ok")
-        generation = f"v{report.generation}" if report.generation is not None else "v?"
-        click.echo(display(f"{status:<10} {report.label}  ({generation}, {report.events} events, "
-                           f"{report.request_count} requests)"))
-        if report.read_error:
-            click.echo(display(f"    {report.read_error}"))
-        for finding in report.findings:
-            click.echo(printable(f"    {finding.render()}"))
-        if report.unlisted:
-            counted = ", ".join(f"{count} {severity}" for severity, count in sorted(report.unlisted.items()))
-            click.echo(f"    ... and {sum(report.unlisted.values())} more finding(s), counted but not listed "
-                       f"({counted})")
-    totals = summary(reports, strict)
-    notes = f", {totals['notes']} note(s)" if totals["notes"] else ""
-    skipped = f", {totals['skipped']} older generation(s) skipped" if totals["skipped"] else ""
-    skipped += f", {totals['ignored']} file(s) that are not dsh logs ignored" if totals["ignored"] else ""
-    click.echo(f"{totals['logs']} log(s), {totals['failed']} failed, {totals['requests']} request(s) rebuilt, "
-               f"{totals['errors']} error(s), {totals['warnings']} warning(s){notes}{skipped}")
 
 
 @main.command(epilog="""\b

@@ -18,10 +18,12 @@ def run() -> NoReturn:
     try:
         from .cli import main
 
+        stopping.check()
         code = main(standalone_mode=False)
+        stopping.check()
     except (stopping.Stopped, KeyboardInterrupt) as stop:   # outside the command's own error path
         with suppress(OSError, ValueError):
-            print(stopping.message(stop), file=sys.stderr, flush=True)
+            print(stopping.told(stop), file=sys.stderr, flush=True)
         code = stopping.exit_code(stop)
     stopping.finishing()
     sys.exit(code)

@@ -7,41 +7,45 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import click
 
-from .cli import EXIT_CLEAN, EXIT_FINDINGS, SESSION_OPTION, chosen_log, parse_step
+from .cli import COLOR_OPTION, EXIT_CLEAN, EXIT_FINDINGS, SESSION_OPTION, chosen_log, parse_step, print_view
 from .errors import DshAuditError
 from .explain import Explanation, explain_request
 from .readers import open_logs
-from .reports.views import terminal, wrap
+from .reports.views import Terminal, shown_path, terminal, wrap
 from .text import printable
 
 
-def render(explanation: Explanation, label: str, width: int) -> list[str]:
-    lines = [f"{label} {explanation.name}" + (f", against {explanation.predecessor} and its answer: what the "
-                                               "provider could have cached" if explanation.predecessor else "")]
+def render(explanation: Explanation, label: str, term: Terminal) -> list[str]:
+    lines: list[tuple[str, dict[str, Any]]] = [
+        (f"{shown_path(label)} {explanation.name}" + (f", against {explanation.predecessor} and its answer: "
+                                                      "what the provider could have cached"
+                                                      if explanation.predecessor else ""), {"bold": True})]
     divergence = explanation.divergence
     if explanation.verdict == "first request":
-        lines.append("first request of the log: nothing was cached before it")
+        lines.append(("first request of the log: nothing was cached before it", {}))
     elif divergence is None:
-        lines.append(f"no divergence: it extends what was cached, adding {explanation.appended} message(s)")
+        lines.append((f"no divergence: it extends what was cached, adding {explanation.appended} message(s)",
+                      {"fg": "green"}))
     else:
         where = (f"message {divergence.message_index}" + (" (the predecessor's answer, as generated)"
                                                           if divergence.generated else "")
                  if divergence.part == "message" else divergence.part)
         tokens = "" if divergence.token_offset is None else f", after {divergence.token_offset:,} prompt tokens"
-        lines.append(f"first divergence: {where}, byte {divergence.part_offset} of it (byte "
-                     f"{divergence.body_offset} of the request body){tokens}")
-        lines.append(f"  cached:  {divergence.before}")
-        lines.append(f"  request: {divergence.after}")
+        lines.append((f"first divergence: {where}, byte {divergence.part_offset} of it (byte "
+                      f"{divergence.body_offset} of the request body){tokens}", {"fg": "yellow"}))
+        lines.append((f"  cached:  {divergence.before}", {}))
+        lines.append((f"  request: {divergence.after}", {}))
     for cause in explanation.causes:
-        lines.append(f"logged: seq {cause.seq} {cause.type} ({cause.reason})")
+        lines.append((f"logged: seq {cause.seq} {cause.type} ({cause.reason})", {"fg": "cyan"}))
     if explanation.verdict == "unexplained":
-        lines.append(f"unexplained: {explanation.needed}")
+        lines.append((f"unexplained: {explanation.needed}", {"fg": "red", "bold": True}))
     elif explanation.needed:
-        lines.append(f"not a break in the log: {explanation.needed}")
-    return [part for line in lines for part in wrap(line, width, "")]
+        lines.append((f"not a break in the log: {explanation.needed}", {}))
+    return [term.style(part, **how) for line, how in lines for part in wrap(line, term.width, "")]
 
 
 @click.command("explain", epilog="""\b
@@ -54,7 +58,8 @@ Exit codes: 0 it extends its predecessor or a logged event explains the break, 1
 @click.argument("request", required=False, metavar="TURN.STEP[#ATTEMPT]")
 @SESSION_OPTION
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def explain(log: Path | None, request: str | None, session: str | None, fmt: str) -> int:
+@COLOR_OPTION
+def explain(log: Path | None, request: str | None, session: str | None, fmt: str, color: str | None) -> int:
     """Where request TURN.STEP[#ATTEMPT] of LOG first differs from what the provider could have cached before it
     (its predecessor's prompt and answer), and the logged event that explains it, or "unexplained"."""
     if session is not None and request is None and log is not None:   # `--session ID 1.2`: LOG is the request
@@ -72,5 +77,6 @@ def explain(log: Path | None, request: str | None, session: str | None, fmt: str
     if fmt == "json":
         click.echo(printable(json.dumps({"log": source.label, **asdict(explanation)}, indent=2, ensure_ascii=False)))
     else:
-        click.echo(printable("\n".join(render(explanation, source.label, terminal().width))))
+        term = terminal()
+        print_view(term, "\n".join(render(explanation, source.label, term)))
     return EXIT_FINDINGS if explanation.verdict == "unexplained" else EXIT_CLEAN

@@ -3,17 +3,19 @@ Exit codes: 0 same, 1 changed, 2 unreadable log, missing golden file or unwritab
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
 import click
 
-from .cli import EXIT_CLEAN, EXIT_FINDINGS, EXIT_UNREADABLE
+from .cli import COLOR_OPTION, EXIT_CLEAN, EXIT_FINDINGS, EXIT_UNREADABLE, print_view
 from .errors import DshAuditError
-from .golden import check, collect, golden_document, golden_path, write_golden
+from .golden import LogDiff, check, collect, golden_document, golden_path, write_golden
 from .junit import case_for_log, write_junit
 from .output import check_output
-from .text import display, printable
+from .reports.views import Terminal, terminal, wrap
+from .text import printable
 
 DIRECTORY = click.Path(path_type=Path, exists=True, file_okay=False)
 
@@ -50,26 +52,42 @@ def update(directory: Path, full: bool, message_prefix: str) -> int:
     return EXIT_CLEAN
 
 
+_DIGEST = re.compile(r"\b([0-9a-f]{12})[0-9a-f]{52}\b")
+
+
+def _diff_lines(diff: LogDiff, term: Terminal) -> list[str]:
+    """A log's status and path, then what changed, request by request, digests cut to their first 12 digits
+    (the golden file and the JUnit report keep them whole)."""
+    status = "ok" if diff.ok else diff.status.upper()
+    lines = wrap(f"{status:<10} {diff.key}", term.width, "")
+    lines[0] = term.style(status, fg="green" if diff.ok else "red", bold=not diff.ok or None) + lines[0][len(status):]
+    for line in diff.lines:
+        indent = "    " + " " * (len(line) - len(line.lstrip(" ")))
+        lines += wrap(_DIGEST.sub(r"\1…", line.lstrip(" ")), term.width, indent)
+    return lines
+
+
 @golden.command(name="check")
 @click.argument("directory", type=DIRECTORY)
 @click.option("--junit", "junit_file", type=click.Path(path_type=Path, allow_dash=True),
               help="Also write a JUnit XML report (one test case per log) to this file (replaced atomically; "
                    "its folder is created; - for stdout).")
-def check_command(directory: Path, junit_file: Path | None) -> int:
+@COLOR_OPTION
+def check_command(directory: Path, junit_file: Path | None, color: str | None) -> int:
     """Rebuild every log under DIRECTORY and compare with its golden file, with a per-step diff of what changed."""
     inputs = [directory, golden_path(directory)]
     check_output(junit_file, inputs=inputs, what="the JUnit report", create_folder=True)   # before the work
     started = time.perf_counter()
     diffs = check(directory)
     elapsed = (time.perf_counter() - started) / max(len(diffs), 1)
-    for diff in diffs:
-        click.echo(display(f"{'ok' if diff.ok else diff.status.upper():<10} {diff.key}"))
-        for line in diff.lines:
-            click.echo(display(f"    {line}"))
     changed = sum(diff.status in ("changed", "added", "removed") for diff in diffs)
     unreadable = sum(diff.status == "unreadable" for diff in diffs)
-    click.echo(printable(f"{len(diffs)} log(s) checked against {golden_path(directory)}: {changed} changed, "
-                         f"{unreadable} unreadable"))
+    term = terminal()
+    view = [line for diff in diffs for line in _diff_lines(diff, term)]
+    view += [term.style(line, bold=True, fg="red" if changed or unreadable else None) for line in wrap(
+        f"{len(diffs)} log(s) checked against {golden_path(directory)}: {changed} changed, {unreadable} unreadable",
+        term.width, "")]
+    print_view(term, "\n".join(view))
     if junit_file is not None:
         cases = [case_for_log(str(directory / diff.key), seconds=elapsed, details="\n".join(diff.lines),
                               error=diff.lines[0] if diff.status == "unreadable" else None,

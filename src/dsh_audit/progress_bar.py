@@ -34,8 +34,11 @@ def byte_progress(paths: Iterable[Path], what: str) -> Iterator[None]:
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
     done: dict[str, int] = {}
-    with Progress(TextColumn(what), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
+    from .reports.views import color_choice, wants_color
+
+    console = Console(stderr=True, no_color=not wants_color(color_choice(), sys.stderr))
+    with Progress(TextColumn(what), BarColumn(), DownloadColumn(), TimeRemainingColumn(), console=console,
+                  transient=True) as bar:
         task = bar.add_task(what, total=total)
 
         def hook(label: str, position: int) -> None:

@@ -10,7 +10,7 @@ from typing import TypeVar
 import click
 import polars as pl
 
-from .cli import ALL_GENERATIONS_OPTION, EXIT_CLEAN, LOGS_ARGUMENT, SESSION_OPTION, chosen_paths
+from .cli import ALL_GENERATIONS_OPTION, COLOR_OPTION, EXIT_CLEAN, LOGS_ARGUMENT, SESSION_OPTION, chosen_paths
 from .errors import DshAuditError
 from .progress_bar import byte_progress
 from .reports import cache_view, header_view
@@ -19,7 +19,7 @@ from .reports.header_diff import SCHEMA_VERSION as HEADER_SCHEMA_VERSION
 from .reports.header_diff import build_header_diff
 from .reports.prices import Prices, default_table, flat_table, load_table
 from .reports.render import FORMATS, check_frame_output, output_format, write_frame
-from .reports.views import terminal
+from .reports.views import Terminal, terminal
 from .text import printable
 
 EXIT_UNEXPLAINED, EXIT_UNREADABLE = 1, 2
@@ -33,10 +33,14 @@ OUT_OPTION = click.option("--out", type=click.Path(path_type=Path, allow_dash=Tr
 WIDE_OPTION = click.option("--wide", is_flag=True, help="The table with every column, whatever the terminal width.")
 
 
-def _emit(text_of: Callable[[], str]) -> Callable[[], str]:
-    """The human view, lone surrogates (legal in a log) escaped; `audit` escapes what the output encoding
-    cannot show."""
-    return lambda: printable(text_of())
+def _emit(view: Callable[[Terminal], str]) -> Callable[[], str]:
+    """The human view for this terminal, made safe to print (its own colour kept where colour is on)."""
+
+    def shown() -> str:
+        term = terminal()
+        return term.show(view(term))
+
+    return shown
 
 
 @click.command("header-diff", epilog="""\b
@@ -51,8 +55,9 @@ Exit codes: 0 done, 2 unreadable input, unwritable --out or bad usage, 3 interna
 @OUT_OPTION
 @WIDE_OPTION
 @ALL_GENERATIONS_OPTION
+@COLOR_OPTION
 def header_diff(logs: tuple[Path, ...], session: str | None, fmt: str | None, out: Path | None, wide: bool,
-                all_generations: bool) -> int:
+                all_generations: bool, color: str | None) -> int:
     """What changed between consecutive request headers of each LOG (file or directory): config old -> new,
     tools added, removed or changed, the system prompt as a diff. From format v3 the prompt is the
     system/message head, and its changes are shown too."""
@@ -62,7 +67,7 @@ def header_diff(logs: tuple[Path, ...], session: str | None, fmt: str | None, ou
     with byte_progress(paths, "header-diff"):
         frame = build_header_diff(paths, all_generations=all_generations)
     write_frame(frame, chosen, out, schema="dsh-audit/header-diff", version=HEADER_SCHEMA_VERSION,
-                table=_emit(lambda: header_view.render(frame, terminal(), wide=wide)), inputs=paths)
+                table=_emit(lambda term: header_view.render(frame, term, wide=wide)), inputs=paths)
     return EXIT_CLEAN
 
 
@@ -130,11 +135,12 @@ Exit codes: 0 done, 1 an unexplained collapse with --fail-on-unexplained, 2 unre
 @click.option("--fail-on-unexplained", is_flag=True, help="Exit 1 when any collapse is unexplained.")
 @click.option("--message-prefix", type=click.Choice(["legacy", "drop"]), default="legacy", show_default=True)
 @ALL_GENERATIONS_OPTION
+@COLOR_OPTION
 def cache_report(logs: tuple[Path, ...], session: str | None, fmt: str | None, out: Path | None, wide: bool,
                  rows: str, block: int | None, collapse_threshold: float, prices_file: Path | None,
                  price_hit: float | None, price_miss: float | None, price_output: float | None,
                  system_file: Path | None, tools_file: Path | None, sidecars: bool, wire: bool, predict: bool,
-                 fail_on_unexplained: bool, message_prefix: str, all_generations: bool) -> int:
+                 fail_on_unexplained: bool, message_prefix: str, all_generations: bool, color: str | None) -> int:
     """Per model call of each LOG: cache reads, hit ratio, the expected read, collapses and their logged
     causes, and what each call and each collapse cost; a summary per log and overall."""
     flat = _prices(prices_file, (price_hit, price_miss, price_output))
@@ -153,7 +159,7 @@ def cache_report(logs: tuple[Path, ...], session: str | None, fmt: str | None, o
     with byte_progress(paths, "cache-report"):
         report = build_cache_report(paths, options, all_generations=all_generations)
     write_frame(report.rows(rows), chosen, out, schema=f"dsh-audit/cache-report/{rows}", version=SCHEMA_VERSION,
-                table=_emit(lambda: cache_view.render(report, terminal(), wide=wide)),
+                table=_emit(lambda term: cache_view.render(report, term, wide=wide)),
                 inputs=[*paths, *option_files])
     unexplained = report.requests.filter(pl.col("collapse") & (pl.col("cause") == UNEXPLAINED)).to_dicts()
     if fail_on_unexplained and unexplained:

@@ -5,20 +5,19 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from datetime import datetime
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
 import click
 
-from .cli import EXIT_CLEAN
+from .cli import COLOR_OPTION, EXIT_CLEAN, print_view
 from .readers.home import HOME_ENV, SessionInfo, list_sessions, require_root, session_root
 from .records import LogSource
-from .reports.views import fit
+from .reports.views import Column, Terminal, located_error, table, terminal, wrap
 from .text import display, printable
 
-WIDTH = 100
 ID_WIDTH = 13        # a uuid's first two groups: enough to tell sessions apart
 _UNITS = ("kB", "MB", "GB", "TB")
 
@@ -51,49 +50,43 @@ def _cost(cost: float | None) -> str:
     return "-" if cost is None else f"${cost:.4f}"
 
 
-def _clip_left(text: str, width: int) -> str:
-    # A path's end names the project; its start is the same home directory on most rows.
-    return text if len(text) <= width else "…" + text[len(text) - width + 1:]
-
-
-_COLUMNS = (("ID", ID_WIDTH, "<"), ("LAST ACTIVITY (UTC)", 20, "<"), ("GEN", 3, "<"), ("REQS", 5, ">"),
-            ("COST", 10, ">"), ("SIZE", 8, ">"))
-_FIXED = sum(width + 2 for _, width, _ in _COLUMNS)
-
-
-def _cells(info: SessionInfo) -> list[str]:
-    generation = "-" if info.generation is None else f"v{info.generation}"
-    requests = "-" if info.requests is None else str(info.requests)
+def _cells(info: SessionInfo) -> dict[str, str]:
     # Cut without an ellipsis: the short id is meant to be pasted as a --session prefix.
-    return [display(info.short_id)[:ID_WIDTH], _iso(info.last_activity), generation, requests,
-            _cost(info.cost_usd), humane_size(info.size)]
+    return {"id": display(info.short_id)[:ID_WIDTH], "last": _iso(info.last_activity),
+            "generation": "-" if info.generation is None else f"v{info.generation}",
+            "requests": "-" if info.requests is None else str(info.requests), "cost": _cost(info.cost_usd),
+            "size": humane_size(info.size), "cwd": "(unreadable)" if info.error is not None else info.cwd or "-"}
 
 
-def _line(cells: list[str], last: str) -> str:
-    fixed = "  ".join(f"{cell:{align}{width}}" for cell, (_, width, align) in zip(cells, _COLUMNS, strict=True))
-    return f"{fixed}  {last}".rstrip()
+# Narrow terminals lose the size, then the generation, the request count and the cost; the cwd is cut at its
+# start: its end names the project, its start is the same home directory on most rows.
+COLUMNS = (
+    Column("ID", itemgetter("id")),
+    Column("LAST ACTIVITY (UTC)", itemgetter("last")),
+    Column("GEN", itemgetter("generation"), rank=3),
+    Column("REQS", itemgetter("requests"), rank=2, right=True),
+    Column("COST", itemgetter("cost"), rank=1, right=True),
+    Column("SIZE", itemgetter("size"), rank=4, right=True),
+    Column("CWD", itemgetter("cwd"), squeeze=True, keep_end=True, floor=24),
+)
 
 
-def _error_text(info: SessionInfo, error: str) -> str:
-    # The row is the log's own: its path in front of the message would take the room the message needs.
-    located = re.match(rf"{re.escape(str(info.path))}(?::(\d+))?: ", error)
-    if located is None:
-        return error
-    return (f"line {located[1]}: " if located[1] else "") + error[located.end():]
-
-
-def _row(info: SessionInfo) -> str:
-    room = WIDTH - _FIXED
-    # Escaped before they are cut, so that the width counts what is shown.
-    last = (fit(f"error: {_error_text(info, info.error)}", room) if info.error is not None
-            else _clip_left(display(info.cwd or "-"), room))
-    return _line(_cells(info), last)
-
-
-def render_table(infos: list[SessionInfo], root: Path) -> str:
-    header = _line([name for name, _, _ in _COLUMNS], "CWD")
-    rows = [display(_row(info)) for info in infos]
-    return "\n".join([header, *rows, f"{len(infos)} session(s) in {root}"])
+def render_table(infos: list[SessionInfo], root: Path, term: Terminal) -> str:
+    """A row per session, columns dropped (then the cwd cut) to fit the terminal; under an unreadable session's
+    row, why it cannot be read."""
+    rows = table([_cells(info) for info in infos], COLUMNS, width=term.width, wide=False, indent="")
+    lines = [term.style(rows[0], bold=True)]
+    for info, row in zip(infos, rows[1:], strict=True):
+        if info.error is None:
+            lines.append(row)
+            continue
+        lines.append(term.style(row, fg="red"))
+        lines += [term.style(line, fg="red") for line in
+                  wrap(f"error: {located_error(str(info.path), info.error)}", term.width, "  ")]
+    unreadable = sum(info.error is not None for info in infos)
+    closing = f"{len(infos)} session(s) in {root}" + (f", {unreadable} unreadable" if unreadable else "")
+    lines += wrap(closing, term.width, "")
+    return "\n".join(lines) + "\n"
 
 
 def session_json(info: SessionInfo) -> dict[str, Any]:
@@ -114,7 +107,8 @@ error, 130 interrupted.""")
               help=f"Session root to list (default: ${HOME_ENV}/sessions, else ~/.dsh/sessions, as dsh keeps them).")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the N most recently active sessions.")
-def sessions(root: Path | None, fmt: str, limit: int | None) -> int:
+@COLOR_OPTION
+def sessions(root: Path | None, fmt: str, limit: int | None, color: str | None) -> int:
     """List the sessions dsh keeps, newest first: id, last activity, generation, requests, cost, size, cwd.
 
     Pass an id (or its start) to another command with --session."""
@@ -125,5 +119,6 @@ def sessions(root: Path | None, fmt: str, limit: int | None) -> int:
         document = {"root": str(chosen), "sessions": [session_json(info) for info in infos]}
         click.echo(printable(json.dumps(document, indent=2, ensure_ascii=False)))
     else:
-        click.echo(render_table(infos, chosen))
+        term = terminal()
+        print_view(term, render_table(infos, chosen, term))
     return EXIT_CLEAN

@@ -59,6 +59,8 @@ def _stop(signum: int, frame: FrameType | None) -> None:
         if signum == signal.SIGTERM:
             os._exit(EXIT_TERMINATED)
         return
+    global _asked
+    _asked = signum
     for other in SIGNALS:   # already stopping: a second Ctrl-C must not interrupt the clean-up
         signal.signal(other, signal.SIG_IGN)
     threading.excepthook = _quiet
@@ -79,6 +81,21 @@ def _after_the_command(signum: int, frame: FrameType | None) -> None:
 
 
 _owner: int | None = None
+_asked: int | None = None   # the signal that asked this process to stop, once one has
+
+
+def check() -> None:
+    """Raise the stop a signal asked for, if one did and was lost on the way (never `told`): CPython's compiler
+    drops an exception raised inside it (a signal while a module's source is compiled, with no .pyc yet)."""
+    if _asked is not None:
+        raise Stopped(_asked)
+
+
+def told(stop: BaseException) -> str:
+    """The line that says how the run stopped; from now on the stop is reported, not lost."""
+    global _asked
+    _asked = None
+    return message(stop)
 
 
 def install() -> bool:

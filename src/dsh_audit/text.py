@@ -14,6 +14,11 @@ isolates reorder what follows them. Any of them could forge an "ok" row over a F
 * `printable_row`: machine rows (CSV, JSON, Parquet) keep the real text; only lone surrogates are escaped,
   because Arrow cannot hold them.
 
+* `for_terminal`: a whole human view as it is printed. With colour off it is `printable`. With colour on, the
+  tool's own styling (SGR sequences: ESC [ digits and semicolons m, colour and weight only) is kept and
+  everything else `printable` escapes is escaped. Log text in a view has been through `display` already, so
+  it holds no ESC of its own; a view that forgot that still cannot move the cursor or write the clipboard.
+
 Backslashes are never escaped: `display` is idempotent, so text may pass through it more than once.
 """
 
@@ -40,6 +45,20 @@ def printable(text: str) -> str:
     """Text to print: what would act on a terminal (C0 but newline and tab, DEL, C1, bidi controls, U+2028/9)
     and lone surrogates as JSON escapes. Valid inside a JSON string, so a JSON document keeps its data."""
     return _IN_LINES.sub(_escaped, text)
+
+
+_STYLE = "\x1b\\[[0-9;]*m"
+_IN_STYLED_LINES = re.compile(f"{_STYLE}|[{_ACTIVE}]")
+
+
+def _escaped_unless_style(match: re.Match[str]) -> str:
+    text = match.group()
+    return text if len(text) > 1 else _escaped(match)
+
+
+def for_terminal(text: str, *, color: bool) -> str:
+    """A rendered human view as printed: `printable`, but with colour on its SGR styling kept."""
+    return _IN_STYLED_LINES.sub(_escaped_unless_style, text) if color else printable(text)
 
 
 def display(text: str) -> str:

@@ -1,27 +1,30 @@
 """What a person reads in a terminal: humane numbers, a heading per log, compact rows that fit the terminal's
-width (columns dropped in order of importance when it is narrow; `wide` keeps them all), colour only where the
-terminal takes it (never with NO_COLOR or into a pipe), and a closing summary that answers the question.
+width (columns dropped in order of importance when it is narrow; `wide` keeps them all), colour where it is
+wanted (`--color auto|always|never`, NO_COLOR, FORCE_COLOR), and a closing summary that answers the question.
 Machine formats are in dsh_audit.reports.render; these views are for people only.
 
 Text from a log is data, never terminal control: every cell, `fit` and `wrap` show it through
 `dsh_audit.text.display` (control and bidi characters, line breaks and tabs escaped) before measuring it, so
-a value can neither forge a row nor move the cursor, and widths count what is shown.
+a value can neither forge a row nor move the cursor. Widths are terminal cells (a CJK character takes two), and
+they are measured before the tool's own styling is added.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
-import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import click
+from rich.cells import cell_len, chop_cells
 
-from ..text import display
+from ..text import display, for_terminal
 
+COLOR_CHOICES = ("auto", "always", "never")
 EMPTY = "–"
 
 
@@ -73,14 +76,47 @@ class Terminal:
     color: bool
 
     def style(self, text: str, **how: Any) -> str:
-        return click.style(text, **how) if self.color else text
+        return click.style(text, **how) if self.color and any(v is not None for v in how.values()) else text
+
+    def show(self, text: str) -> str:
+        """A rendered view made safe to print: the tool's own styling kept when colour is on, anything else
+        that would act on a terminal escaped (dsh_audit.text.for_terminal)."""
+        return for_terminal(text, color=self.color)
+
+
+def _set(environ: Mapping[str, str], name: str) -> bool:
+    return environ.get(name, "") != ""
+
+
+def wants_color(choice: str | None, stream: Any, environ: Mapping[str, str] = os.environ) -> bool:
+    """`always` and `never` decide. `auto` (the default): never with NO_COLOR (no-color.org: set and not empty);
+    always with FORCE_COLOR set, unless to 0 or false (as Node's tools read it); else only on a terminal that
+    is not TERM=dumb."""
+    if choice == "always":
+        return True
+    if choice == "never" or _set(environ, "NO_COLOR"):
+        return False
+    if _set(environ, "FORCE_COLOR"):
+        return environ["FORCE_COLOR"].strip().lower() not in ("0", "false")
+    tty = bool(getattr(stream, "isatty", lambda: False)())
+    return tty and environ.get("TERM") != "dumb"
+
+
+def color_choice() -> str | None:
+    """The --color given to this command line (the subcommand's, else `audit`'s own), or None."""
+    context = click.get_current_context(silent=True)
+    while context is not None:
+        chosen = context.params.get("color")
+        if isinstance(chosen, str):
+            return chosen
+        context = context.parent
+    return None
 
 
 def terminal(*, stream: Any = None) -> Terminal:
-    """This terminal: its width (COLUMNS wins, as it should), colour only on a TTY and without NO_COLOR."""
+    """This terminal: its width (COLUMNS wins, as it should) and whether it gets colour (`wants_color`)."""
     out = stream if stream is not None else sys.stdout
-    tty = bool(getattr(out, "isatty", lambda: False)())
-    return Terminal(shutil.get_terminal_size((100, 24)).columns, tty and "NO_COLOR" not in os.environ)
+    return Terminal(shutil.get_terminal_size((100, 24)).columns, wants_color(color_choice(), out))
 
 
 # -- tables that fit ------------------------------------------------------------------------------------
@@ -91,17 +127,25 @@ class Column:
     rank: int = 0            # 0 is kept longest; higher ranks are dropped first when the terminal is narrow
     right: bool = False      # numbers align right
     squeeze: bool = False    # free text: may be cut with an ellipsis to fit
+    keep_end: bool = False   # cut at the start, not the end (a path: its end names the project)
+    floor: int = 0           # free text cut down to this many cells before any column is dropped (0: after)
 
 
 def table(rows: Sequence[dict[str, Any]], columns: Sequence[Column], *, width: int, wide: bool,
           indent: str = "  ", emphasis: Callable[[dict[str, Any], str], str] | None = None) -> list[str]:
-    """Rows as aligned text lines no wider than `width` (unless `wide`): columns of the highest rank go first,
-    then free text is cut. `emphasis` may colour a formatted line (widths are measured before it)."""
+    """Rows as aligned text lines no wider than `width` cells (unless `wide`): columns of the highest rank go
+    first, then free text is cut. `emphasis` may colour a formatted line (widths are measured before it)."""
     kept = list(columns)
     cells = [[display(column.cell(row)) for column in kept] for row in rows]
 
     def widths() -> list[int]:
-        return [max([len(column.title), *(len(line[i]) for line in cells)]) for i, column in enumerate(kept)]
+        sizes = [max([cell_len(column.title), *(cell_len(line[i]) for line in cells)])
+                 for i, column in enumerate(kept)]
+        for i, column in enumerate(kept):   # free text with a floor gives way first
+            excess = total(sizes) - width
+            if column.floor and excess > 0 and not wide:
+                sizes[i] -= min(excess, max(0, sizes[i] - max(column.floor, cell_len(column.title))))
+        return sizes
 
     def total(sizes: list[int]) -> int:
         return len(indent) + sum(sizes) + 2 * (len(sizes) - 1)
@@ -116,7 +160,7 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[Column], *, width: i
         squeezable = [i for i, column in enumerate(kept) if column.squeeze]
         if squeezable:
             last = squeezable[-1]
-            sizes[last] = max(len(kept[last].title), sizes[last] - (total(sizes) - width))
+            sizes[last] = max(cell_len(kept[last].title), sizes[last] - (total(sizes) - width))
     lines = [_line([column.title for column in kept], kept, sizes, indent)]
     for row, line in zip(rows, cells, strict=True):
         text = _line(line, kept, sizes, indent)
@@ -124,24 +168,68 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[Column], *, width: i
     return lines
 
 
+def _cut(text: str, width: int, *, keep_end: bool = False) -> str:
+    """`text` in at most `width` cells, an ellipsis where it was cut (at the start with `keep_end`)."""
+    if cell_len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:width]
+    if keep_end:
+        return "…" + chop_cells(text[::-1], width - 1)[0][::-1]
+    return chop_cells(text, width - 1)[0] + "…"
+
+
+def _pad(text: str, width: int, right: bool) -> str:
+    room = " " * max(0, width - cell_len(text))
+    return room + text if right else text + room
+
+
 def _line(values: Sequence[str], columns: Sequence[Column], sizes: Sequence[int], indent: str) -> str:
-    parts = []
-    for value, column, size in zip(values, columns, sizes, strict=True):
-        if len(value) > size:
-            value = value[: max(0, size - 1)] + "…"
-        parts.append(value.rjust(size) if column.right else value.ljust(size))
+    parts = [_pad(_cut(value, size, keep_end=column.keep_end), size, column.right)
+             for value, column, size in zip(values, columns, sizes, strict=True)]
     return (indent + "  ".join(parts)).rstrip()
 
 
-def fit(text: str, width: int) -> str:
-    """One line cut to `width` with an ellipsis (log text shown escaped)."""
-    text = display(text)
-    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+def located_error(label: str, error: str) -> str:
+    """A log's error without the log's own path in front (the view shows it beside the log): `line N: why`."""
+    located = re.match(rf"{re.escape(label)}(?::(\d+))?: ", error)
+    if located is None:
+        return error
+    return (f"line {located[1]}: " if located[1] else "") + error[located.end():]
+
+
+def fit(text: str, width: int, *, keep_end: bool = False) -> str:
+    """One line cut to `width` cells with an ellipsis (log text shown escaped); `keep_end` cuts its start."""
+    return _cut(display(text), width, keep_end=keep_end)
 
 
 def wrap(text: str, width: int, indent: str = "  ") -> list[str]:
-    """Text wrapped to the terminal at spaces; a word longer than a line (a path, a command) is split, so no
-    line is wider than the terminal and nothing is lost. Log text is shown escaped: a line break or a
-    control character in it is shown, never acted on."""
-    return textwrap.wrap(display(text), width=max(20, width), initial_indent=indent, subsequent_indent=indent + "  ",
-                         break_on_hyphens=False, break_long_words=True) or [indent]
+    """Text wrapped to the terminal at spaces (runs of spaces inside a line kept: a diff's indentation); a word
+    longer than a line (a path, a command) is split, so no line is wider than the terminal and nothing is lost.
+    Log text is shown escaped: a line break or a control character in it is shown, never acted on."""
+    width = max(20, width)
+    continued = indent + "  "
+    lines: list[str] = []
+    line, prefix, gap = "", indent, ""
+    for token in _WORDS(display(text)):
+        if token.startswith(" "):
+            gap = token
+            continue
+        candidate = line + gap + token if line or not lines else token   # a paragraph's own indent is kept
+        gap = ""
+        if cell_len(prefix + candidate) <= width:
+            line = candidate
+            continue
+        if line:
+            lines.append(prefix + line)
+            prefix = continued
+        while len(token) > 1 and cell_len(prefix + token) > width:   # a word wider than a line: what fits first
+            piece = chop_cells(token, max(1, width - cell_len(prefix)))[0] or token[0]
+            lines.append(prefix + piece)
+            token, prefix = token[len(piece):], continued
+        line = token
+    lines.append(prefix + line)
+    return lines
+
+
+_WORDS = re.compile(r" +|[^ ]+").findall

@@ -1,0 +1,111 @@
+"""The terminal view of verify: a row per log (its status, path, generation and counts), its findings under it,
+the same finding repeated over many lines told once with how often and where, and a closing summary.
+
+Paths are shown as the user named them: below a directory given with an absolute path (or dsh's session root,
+when no path was given), relative to it under one "in DIR:" line; elsewhere relative to the working directory
+when below it. Every line fits the terminal; log text is shown escaped (dsh_audit.reports.views)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.cells import cell_len
+
+from ..findings import Finding
+from ..text import display
+from ..verify import LogReport, summary
+from .views import Terminal, fit, located_error, shown_path, wrap
+
+STATUS_WIDTH = 10
+_SEVERITY_COLOUR = {"error": "red", "warning": "yellow", "info": "cyan"}
+
+
+def render(reports: Sequence[LogReport], roots: Iterable[Path], term: Terminal, *, strict: bool) -> str:
+    bases = [os.path.join(str(root), "") for root in roots if root.is_absolute() and root.is_dir()]
+    lines: list[str] = []
+    shown_base: str | None = None
+    for report in reports:
+        base = next((b for b in bases if report.label.startswith(b)), None)
+        if base is not None and base != shown_base:
+            lines += [term.style(line, bold=True) for line in wrap(f"in {base}", term.width, "")]
+        shown_base = base
+        label = report.label[len(base):] if base is not None else shown_path(report.label)
+        lines += _log(report, label, term, strict)
+    totals = summary(list(reports), strict)
+    lines += [term.style(line, bold=True, fg="red" if totals["failed"] else None)
+              for line in wrap(_summary_line(totals), term.width, "")]
+    return "\n".join(lines) + "\n"
+
+
+def _log(report: LogReport, label: str, term: Terminal, strict: bool) -> list[str]:
+    if report.skipped:
+        return [term.style(line, dim=True) for line in
+                _row("skipped", label, f"  (an older generation; read {report.superseded_by})", term.width)]
+    if report.ignored is not None:
+        return [term.style(line, dim=True) for line in
+                _row("ignored", label, f"  (not a dsh log: {report.ignored})", term.width)]
+    status = "UNREADABLE" if report.read_error else ("FAIL" if report.failed(strict) else "ok")
+    generation = f"v{report.generation}" if report.generation is not None else "v?"
+    details = f"  ({generation}, {report.events} events, {report.request_count} requests)"
+    lines = _row(status, label, details, term.width)
+    lines[0] = (term.style(status, fg="green", bold=None) if status == "ok" else term.style(status, fg="red", bold=True)
+                ) + lines[0][len(status):]
+    if report.read_error:
+        lines += [term.style(line, fg="red") for line in
+                  wrap(located_error(report.label, report.read_error), term.width, "    ")]
+    for group in _grouped(report.findings):
+        lines += [term.style(line, fg=_SEVERITY_COLOUR.get(group[0].severity))
+                  for line in wrap(_finding_line(group), term.width, "    ")]
+    if report.unlisted:
+        counted = ", ".join(f"{count} {severity}" for severity, count in sorted(report.unlisted.items()))
+        lines += wrap(f"... and {sum(report.unlisted.values())} more finding(s), counted but not listed "
+                      f"({counted})", term.width, "    ")
+    return lines
+
+
+def _row(status: str, label: str, details: str, width: int) -> list[str]:
+    """`status  path  (details)` on one line, the path cut at its start when the line would be too wide."""
+    head, details = f"{status:<{STATUS_WIDTH}} ", display(details)
+    room = width - len(head) - cell_len(details)
+    if room >= 12:
+        return [head + fit(label, room, keep_end=True) + details]
+    return wrap(head + label + details, width, "")
+
+
+def _grouped(findings: Iterable[Finding]) -> list[list[Finding]]:
+    """Findings that say the same thing (severity, code, message, event type) at several lines, together, in
+    the order each was first reported."""
+    groups: dict[tuple[Any, ...], list[Finding]] = {}
+    for finding in findings:
+        groups.setdefault((finding.severity, finding.code, finding.message, finding.event_type), []).append(finding)
+    return list(groups.values())
+
+
+def _span(values: list[int | None], one: str, many: str) -> str | None:
+    known = [value for value in values if value is not None]
+    if not known:
+        return None
+    if len(known) == 1:
+        return f"{one} {known[0]}"
+    return f"{many} {min(known)}…{max(known)}"
+
+
+def _finding_line(group: list[Finding]) -> str:
+    first = group[0]
+    where = [_span([f.line for f in group], "line", "lines"), _span([f.seq for f in group], "seq", "seq"),
+             first.event_type]
+    times = f" ×{len(group)}" if len(group) > 1 else ""
+    located = ", ".join(part for part in where if part)
+    return f"{located}: {first.severity}{times} [{first.code}] {first.message}" if located else (
+        f"{first.severity}{times} [{first.code}] {first.message}")
+
+
+def _summary_line(totals: dict[str, Any]) -> str:
+    notes = f", {totals['notes']} note(s)" if totals["notes"] else ""
+    skipped = f", {totals['skipped']} older generation(s) skipped" if totals["skipped"] else ""
+    skipped += f", {totals['ignored']} file(s) that are not dsh logs ignored" if totals["ignored"] else ""
+    return (f"{totals['logs']} log(s), {totals['failed']} failed, {totals['requests']} request(s) rebuilt, "
+            f"{totals['errors']} error(s), {totals['warnings']} warning(s){notes}{skipped}")
