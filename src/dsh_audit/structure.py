@@ -4,7 +4,7 @@ of the newer generations (settlements inside their step, the seeded cut's marker
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import TYPE_CHECKING, Any
 
 from .findings import Report
@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from .walker import Walked
 
 LOG_ONLY_BEFORE_DISPATCH = ("request/header", "request/context")
+# Surface types never late though logged between a header and its dispatch: the settlement itself, and a
+# developer/message (v4), which follows the header it is bound to by design.
+NEVER_LATE = frozenset({"assistant/message", "developer/message"})
 
 
 def _turn_step(data: Any) -> tuple[Any, Any]:
@@ -119,7 +122,7 @@ def _stream_blocks(data: Any) -> tuple[list[Any], str | None]:
     return blocks, finish
 
 
-def _flags_error(message: Any) -> bool:
+def flags_error(message: Any) -> bool:
     """A tool result message flagged as an error: v4 on the message, v3 on its one tool-result block."""
     if not isinstance(message, dict):
         return False
@@ -128,6 +131,21 @@ def _flags_error(message: Any) -> bool:
     content = message.get("content")
     block = content[0] if isinstance(content, list) and content and isinstance(content[0], dict) else {}
     return block.get("isError") is True
+
+
+def developer_header_problem(data: Any, header_seqs: Container[int]) -> str | None:
+    """v4: a developer/message with tool additions names, by headerSeq, an earlier request/header (one of
+    `header_seqs`) that declares them, and carries no headerSeq without them. What is wrong, or None."""
+    message = data.get("message") if isinstance(data, dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    adds = any(isinstance(block, dict) and block.get("type") == "tool-addition"
+               for block in (content if isinstance(content, list) else ()))
+    header_seq = data.get("headerSeq") if isinstance(data, dict) else None
+    if adds and not (type(header_seq) is int and header_seq in header_seqs):
+        return f"developer/message adds tools but its headerSeq {header_seq!r} names no earlier request/header"
+    if not adds and header_seq is not None:
+        return "developer/message must omit headerSeq without tool additions"
+    return None
 
 
 class StructureChecker:
@@ -182,10 +200,9 @@ class StructureChecker:
             handler = self._handlers.get(kind)
             if handler is not None:
                 handler(data, seq)
-        # A developer/message (v4) follows the header it is bound to by design; anything else that lands between
-        # the header and the dispatch is reported once a dispatch does follow.
+        # A surface event that lands between the header and the dispatch is reported once a dispatch does follow.
         if kind in self.surface_types and self.pre_dispatch_log_only is not None and not self.attempt_open \
-                and kind not in ("assistant/message", "developer/message"):
+                and kind not in NEVER_LATE:
             self.late.append((seq, kind, self._pending_kind, self.pre_dispatch_log_only))
         if kind in ("turn/start", "step/start", "step/end", "turn/end"):
             self.attempt_open = False
@@ -285,19 +302,10 @@ class StructureChecker:
                         f"(open: {self.turn}.{self.step})", seq=seq, event_type=kind)
 
     def _on_developer_message(self, data: Any, seq: int) -> None:
-        """v4: tool additions are bound by headerSeq to the earlier request/header that declares them."""
         self._check_in_step("developer/message", data, seq)
-        message = data.get("message") if isinstance(data, dict) else None
-        content = message.get("content") if isinstance(message, dict) else None
-        adds = any(isinstance(block, dict) and block.get("type") == "tool-addition"
-                   for block in (content if isinstance(content, list) else ()))
-        header_seq = data.get("headerSeq") if isinstance(data, dict) else None
-        if adds and not (type(header_seq) is int and header_seq in self.header_seqs):
-            self.report("developer-header", "developer/message adds tools but its headerSeq "
-                        f"{header_seq!r} names no earlier request/header", seq=seq, event_type="developer/message")
-        elif not adds and header_seq is not None:
-            self.report("developer-header", "developer/message must omit headerSeq without tool additions",
-                        seq=seq, event_type="developer/message")
+        problem = developer_header_problem(data, self.header_seqs)
+        if problem is not None:
+            self.report("developer-header", problem, seq=seq, event_type="developer/message")
 
     def _check_placeholders(self, header: Any, seq: int, event_type: str = "request/header") -> None:
         """Scrubbed logs (snapshot normalization) carry "{{system}}"-style tokens: the rebuilt bytes are then
@@ -425,7 +433,7 @@ class StructureChecker:
     def _on_tool_result(self, data: Any, seq: int) -> None:
         message = data.get("message") if isinstance(data, dict) else None
         if isinstance(data, dict) and "error" in data and self.generation.error_needs_flag \
-                and not _flags_error(message):
+                and not flags_error(message):
             self.report("tool-result-error", "tool/result carries error metadata for a result not flagged isError",
                         seq=seq, event_type="tool/result")
         source = (message or {}).get("source") or {}

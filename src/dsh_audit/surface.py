@@ -16,7 +16,7 @@ from .jsjson import dumps_bytes
 from .seqlist import SeqFacts, seq_facts
 
 # Surface types whose message projects to nothing when its content is empty (an empty system head, say).
-_EMPTY_PROJECTS_NOTHING = frozenset({"assistant/message", "system/message", "developer/message"})
+EMPTY_PROJECTS_NOTHING = frozenset({"assistant/message", "system/message", "developer/message"})
 
 
 def derive_message(event: dict[str, Any]) -> Any | None:
@@ -27,7 +27,7 @@ def derive_message(event: dict[str, Any]) -> Any | None:
     if kind == "user/message":
         return data
     message = data.get("message") if isinstance(data, dict) else None
-    if kind in _EMPTY_PROJECTS_NOTHING:
+    if kind in EMPTY_PROJECTS_NOTHING:
         content = message.get("content") if isinstance(message, dict) else None
         return None if isinstance(content, list) and not content else message
     return message if kind == "tool/result" else None
