@@ -14,7 +14,11 @@ dsh_audit.vocabulary._event_check (surface types require `surfaceOp`, the others
 `sourceEventSeqs`). For surface types the projected message (a user/message's data, every other type's
 `data.message`) is kept as `msgspec.Raw`, its bytes as stored, and decoded by a second generated decoder: the
 fast path hashes those bytes when it can prove them equal to what JSON.stringify writes (verifier.message_bytes).
-Packed chunk rows (v0/v1) are decoded tighter than their schema (`_specialize`).
+Two schema shapes are decoded tighter than their schema, so that the common lines keep exact Structs (a value
+only the schema admits then fails to decode: a doubt, and the full verifier reads the log): packed chunk rows
+(v0/v1, `_specialize`), and the opaque extensions of format 4 — a closed object's `patternProperties` (keys such as
+`plugin:result:…`, refused) and a discriminator that admits `plugin:<tag>` strings beside its enumerated tags
+(such blocks, refused).
 """
 
 from __future__ import annotations
@@ -296,13 +300,16 @@ class _Generator:
             if tag is not None:
                 raise Unsupported("nested discriminator")
             return self._tagged(schema, base, keys)
-        if not keys <= {"type", "properties", "required", "additionalProperties"}:
+        if not keys <= {"type", "properties", "required", "additionalProperties", "patternProperties"}:
             raise Unsupported("object keyword")
         properties: dict[str, Any] = dict(schema.get("properties", {}))
         required: list[str] = list(schema.get("required", []))
         extra = schema.get("additionalProperties", True)
         if extra not in (True, False):
             raise Unsupported("additionalProperties schema")
+        patterns = schema.get("patternProperties", {})
+        if patterns and (extra is not False or not all(sub is True for sub in patterns.values())):
+            raise Unsupported("patternProperties")   # else: the closed Struct refuses what they admit (tighter)
         if tag is not None:
             key, value = tag
             if key in properties and not self._accepts(properties[key], base, value):
@@ -359,8 +366,9 @@ class _Generator:
         if len(properties) != 1 or schema.get("additionalProperties", True) is not True:
             raise Unsupported("discriminated object with other properties")
         ((key, rule),) = properties.items()
-        if schema.get("required") != [key] or not isinstance(rule, dict) or set(rule) - ANNOTATIONS != {"enum"}:
+        if schema.get("required") != [key] or not isinstance(rule, dict):
             raise Unsupported("discriminator shape")
+        rule = self._enumerated(rule)
         branches: dict[str, Any] = {}
         for sub in schema["allOf"]:
             condition = sub.get("if") if isinstance(sub, dict) and set(sub) == {"if", "then"} else None
@@ -385,6 +393,20 @@ class _Generator:
             members.append(self.by_key[cache_key])
         return _Type(f"Union[{', '.join(m.source for m in members)}]", all(m.closed for m in members),
                      all(m.provable for m in members), frozenset({"object"}))
+
+    @staticmethod
+    def _enumerated(rule: dict[str, Any]) -> dict[str, Any]:
+        """A discriminator's rule as `{enum: [...]}`: as it is, or `anyOf: [{enum}, {type: string, pattern}...]`
+        with the pattern branches left out (format 4's opaque `plugin:<tag>` values: refused, so tighter)."""
+        if set(rule) - ANNOTATIONS == {"enum"}:
+            return rule
+        branches = rule.get("anyOf") if set(rule) - ANNOTATIONS == {"anyOf"} else None
+        enums = [sub for sub in branches or () if isinstance(sub, dict) and set(sub) - ANNOTATIONS == {"enum"}]
+        patterns = [sub for sub in branches or () if isinstance(sub, dict)
+                    and set(sub) - ANNOTATIONS == {"type", "pattern"} and sub["type"] == "string"]
+        if len(enums) != 1 or len(enums) + len(patterns) != len(branches or ()):
+            raise Unsupported("discriminator shape")
+        return enums[0]
 
     # -- output ------------------------------------------------------------------------------------------
     def source(self) -> str:
