@@ -1,7 +1,7 @@
-"""Check that a v3 twin carries the same requests as its v0 log, with dsh_audit's own reconstruction.
+"""Check that a v3 or v4 twin carries the same requests as its v0 log, with dsh_audit's own reconstruction.
 
-    python benchmarks/check_generations.py V0.jsonl V3.jsonl
-    python benchmarks/check_generations.py --size 2MB [--seed 1] [--compaction pressure]
+    python benchmarks/check_generations.py V0.jsonl V3_OR_V4.jsonl
+    python benchmarks/check_generations.py --size 2MB [--seed 1] [--compaction pressure] [--generation 4]
 
 The second form writes both twins with generate_log.py (into benchmarks/data/, gitignored) and compares them.
 
@@ -11,6 +11,11 @@ prompt as `messages[0]` (role system) where v0 has `{...config, messages, system
 by `dsh_audit.iter_requests` (bodies on), streamed in lockstep and aligned by turn.step#attempt; each v3 body gets
 its leading system message moved back into a top-level `system` after `messages` and must then equal the v0 body
 byte for byte (`dsh_audit.jsjson`, JSON.stringify's bytes). Exits 1 on the first difference.
+
+A v4 body is first taken back to v3 message by message (`as_v3`), the inverse of the v3->v4 edge's mapping: a
+tool-role message becomes the user message of one tool-result block, a producer kind the plugin source it names
+(`system-prompt`, `runtime-context`, `compact-checkpoint`; any other kind fails), and a developer message, which
+v3 has not, is dropped (the generator's v4 twin announces its tool change with one).
 """
 
 from __future__ import annotations
@@ -28,15 +33,50 @@ import orjson
 from dsh_audit import iter_requests, open_logs
 from dsh_audit.fold import RebuiltRequest
 from dsh_audit.jsjson import dumps_bytes
+from dsh_audit.records import LogSource
 
 HERE = Path(__file__).resolve().parent
+SYSTEM_PLUGIN = "@deepseek-ai/dsh-system-prompt"
+PLUGINS = {"system-prompt": SYSTEM_PLUGIN, "runtime-context": SYSTEM_PLUGIN, "compact-checkpoint": "compact"}
+UNCHANGED_KINDS = frozenset({"user", "model", "tool"})   # sources that were no plugin's in v3 either
 
 
-def requests(path: Path) -> Iterator[RebuiltRequest]:
+def source_of(path: Path) -> LogSource:
     sources = list(open_logs(path))
     if len(sources) != 1:
         raise SystemExit(f"{path}: expected one session, found {len(sources)}")
-    yield from iter_requests(sources[0], bodies=True)
+    return sources[0]
+
+
+def requests(path: Path) -> Iterator[RebuiltRequest]:
+    yield from iter_requests(source_of(path), bodies=True)
+
+
+def v3_source(source: dict[str, Any]) -> dict[str, Any]:
+    kind = source.get("kind")
+    if kind in UNCHANGED_KINDS:
+        return source
+    if kind not in PLUGINS:
+        raise ValueError(f"source kind {kind!r} names no plugin this check knows")
+    return {"kind": "plugin", "plugin": PLUGINS[kind], **{k: v for k, v in source.items() if k != "kind"}}
+
+
+def as_v3(body: bytes) -> tuple[bytes, int]:
+    """A v4 request body with its messages as v3 carried them, and how many developer messages it dropped."""
+    request: dict[str, Any] = orjson.loads(body)
+    messages, dropped = [], 0
+    for message in request["messages"]:
+        if message["role"] == "developer":
+            dropped += 1
+            continue
+        if message["role"] == "tool":
+            block = {"type": "tool-result", "toolCallId": message["toolCallId"], "content": message["content"]}
+            if "isError" in message:
+                block["isError"] = message["isError"]
+            message = {"source": message["source"], "content": [block], "role": "user", "id": message["id"]}
+        messages.append({**message, "source": v3_source(message["source"])})
+    encoded: bytes = dumps_bytes({**request, "messages": messages})
+    return encoded, dropped
 
 
 def as_v0(body: bytes) -> bytes:
@@ -61,7 +101,11 @@ def as_v0(body: bytes) -> bytes:
 
 def compare(v0: Path, v3: Path) -> int:
     started = time.perf_counter()
-    count = volume = 0
+    count = volume = developer = 0
+    generation = source_of(v3).generation.version
+    if generation not in (3, 4):
+        print(f"FAIL: {v3} is format v{generation}, not v3 or v4", file=sys.stderr)
+        return 1
     old_iter, new_iter = requests(v0), requests(v3)
     while True:
         old, new = next(old_iter, None), next(new_iter, None)
@@ -80,43 +124,51 @@ def compare(v0: Path, v3: Path) -> int:
             print(f"FAIL: {label}: no body (v0 {old.body is not None}, v3 {new.body is not None})", file=sys.stderr)
             return 1
         try:
-            moved = as_v0(new.body)
+            body = new.body
+            if generation == 4:
+                body, dropped = as_v3(body)
+                developer += bool(dropped)
+            moved = as_v0(body)
         except ValueError as err:
-            print(f"FAIL: {label}: v3 body: {err}", file=sys.stderr)
+            print(f"FAIL: {label}: v{generation} body: {err}", file=sys.stderr)
             return 1
         if moved != old.body:
             at = next((i for i, (a, b) in enumerate(zip(moved, old.body, strict=False)) if a != b),
                       min(len(moved), len(old.body)))
             print(f"FAIL: {label}: bodies differ at byte {at}: v0 {old.body[at - 60:at + 60]!r} "
-                  f"v3 {moved[at - 60:at + 60]!r}", file=sys.stderr)
+                  f"v{generation} {moved[at - 60:at + 60]!r}", file=sys.stderr)
             return 1
         count += 1
         volume += len(old.body)
-    print(f"OK: {count:,} requests equal (v3 with its system head moved back into `system`), "
+    how = "with its system head moved back into `system`" if generation == 3 else (
+        f"as v3, then with its system head moved back into `system`; {developer:,} of them carry the developer "
+        "message")
+    print(f"OK: {count:,} requests equal (v{generation} {how}), "
           f"{volume / 1e6:,.0f} MB of v0 bodies, in {time.perf_counter() - started:.1f}s: {v0} = {v3}")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("logs", nargs="*", type=Path, metavar="V0 V3")
+    parser.add_argument("logs", nargs="*", type=Path, metavar="V0 V3_OR_V4")
     parser.add_argument("--size", help="generate both twins of this size first, e.g. 2MB")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--compaction", choices=("once", "pressure"), default="pressure")
+    parser.add_argument("--generation", type=int, choices=(3, 4), default=3, help="the twin to write with --size")
     args = parser.parse_args(argv)
     if args.size:
         if args.logs:
             parser.error("give either two logs or --size")
         stem = HERE / "data" / f"gencheck-{args.size.lower()}-{args.compaction}-seed{args.seed}"
-        paths = [stem.with_name(stem.name + ".jsonl"), stem.with_name(stem.name + ".v3.jsonl")]
-        for generation, path in zip((0, 3), paths, strict=True):
+        paths = [stem.with_name(stem.name + ".jsonl"), stem.with_name(stem.name + f".v{args.generation}.jsonl")]
+        for generation, path in zip((0, args.generation), paths, strict=True):
             subprocess.run([sys.executable, str(HERE / "generate_log.py"), "--size", args.size, "--seed",
                             str(args.seed), "--compaction", args.compaction, "--generation", str(generation),
                             "--out", str(path)], check=True)
     elif len(args.logs) == 2:
         paths = args.logs
     else:
-        parser.error("give two logs (v0, then v3) or --size")
+        parser.error("give two logs (v0, then v3 or v4) or --size")
     return compare(paths[0], paths[1])
 
 

@@ -13,6 +13,12 @@ without `sourceEventSeqs`, or `assistant/attempt` for a failed attempt), packed 
 `*-chunks` record, no two adjacent records the v2 writer would have merged); the system prompt is a
 `system/message` head, node 0, that no replace or compaction shadows; headers carry no `system`; replaces are
 `{op, startSeq, endSeq}`.
+
+Format v4 logs (`--generation 4`) are read as v3, and: a tool result is a tool-role message whose toolCallId is its
+source's callId (a rewrite changes only its content); sources name their producer (`system-prompt` on the head,
+no `plugin` kind); a `developer/message` (tool-registry source, tool-addition/removal blocks) follows, in the open
+step, each header that changes the tool set, naming it by `headerSeq` when it adds a tool, and announcing exactly
+that change.
 """
 
 from __future__ import annotations
@@ -29,12 +35,16 @@ from logio import PACKED_TYPES, expand, expand_stream, iter_lines
 
 EVENT_KEYS = ("type", "seq", "time", "data", "sourceEventSeqs", "surfaceOp")
 HEADER_KEYS = {0: ["type", "version", "id", "createdAt", "cwd", "delegationDepth"],
-               3: ["type", "version", "id", "createdAt", "cwd", "isSeeded", "delegationDepth"]}
+               3: ["type", "version", "id", "createdAt", "cwd", "isSeeded", "delegationDepth"],
+               4: ["type", "version", "id", "createdAt", "cwd", "isSeeded", "delegationDepth"]}
 SURFACE = {0: {"user/message", "assistant/message", "tool/result"},
-           3: {"user/message", "assistant/message", "tool/result", "system/message"}}
-REPLACE_KEYS = {0: ["op", "start", "end"], 3: ["op", "startSeq", "endSeq"]}
+           3: {"user/message", "assistant/message", "tool/result", "system/message"},
+           4: {"user/message", "assistant/message", "tool/result", "system/message", "developer/message"}}
+REPLACE_KEYS = {0: ["op", "start", "end"], 3: ["op", "startSeq", "endSeq"], 4: ["op", "startSeq", "endSeq"]}
 SETTLEMENTS = {"assistant/message", "assistant/attempt"}
-SYSTEM_SOURCE = {"kind": "plugin", "plugin": "@deepseek-ai/dsh-system-prompt"}
+SYSTEM_SOURCE = {3: {"kind": "plugin", "plugin": "@deepseek-ai/dsh-system-prompt"}, 4: {"kind": "system-prompt"}}
+SYSTEM_KEYS = {3: ["id", "role", "source", "content"], 4: ["role", "content", "source", "id"]}
+TOOL_MESSAGE_KEYS = ["role", "source", "toolCallId", "content", "isError", "id"]
 STREAM_KEYS = {"chunk": ["type", "time", "chunk"], "text-chunks": ["type", "time0", "index", "dt", "texts"],
                "reasoning-chunks": ["type", "time0", "index", "dt", "texts"],
                "tool-call-chunks": ["type", "time0", "index", "dt", "id", "name", "args"]}
@@ -49,8 +59,12 @@ class CheckError(Exception):
 
 
 def masked(data: dict[str, Any]) -> dict[str, Any]:
+    """A tool result's data with its text masked: v4's message content, or the content of v0-v3's one block."""
     clone = copy.deepcopy(data)
-    clone["message"]["content"][0]["content"] = None
+    if clone["message"]["role"] == "tool":
+        clone["message"]["content"] = None
+    else:
+        clone["message"]["content"][0]["content"] = None
     return clone
 
 
@@ -79,6 +93,7 @@ class Checker:
         self.stream_bytes = 0  # v3: bytes of the embedded chunk streams
         self.user_seqs: set[int] = set()  # user/message seqs a session/title may cite
         self.head: int | None = None  # v3: seq of the system/message at surface node 0
+        self.tool_change: tuple[int, set[str], set[str]] | None = None  # v4: header seq, tools added, removed
 
     def fail(self, event: dict[str, Any], why: str) -> None:
         raise CheckError(f"seq {event.get('seq')}: {event.get('type')}: {why}")
@@ -86,8 +101,9 @@ class Checker:
     def record(self, line: bytes) -> None:
         obj = orjson.loads(line)
         kind = obj.get("type")
-        if self.gen == 3 and (kind in PACKED_TYPES or kind == "assistant/chunk"):
-            raise CheckError(f"seq {obj.get('seq', self.seq)}: {kind}: not a format v3 row (chunks live in streams)")
+        if self.gen >= 3 and (kind in PACKED_TYPES or kind == "assistant/chunk"):
+            raise CheckError(f"seq {obj.get('seq', self.seq)}: {kind}: not a format v{self.gen} row (chunks live in "
+                             "streams)")
         if kind in PACKED_TYPES:
             if list(obj) != ["type", "seq0", "time0", "data"]:
                 raise CheckError(f"seq {self.seq}: {kind}: envelope keys {list(obj)}")
@@ -122,8 +138,10 @@ class Checker:
             self.chunk(ev)
         elif self.attempt:
             self.close_attempt()
-        if self.gen == 3 and kind in SETTLEMENTS:
+        if self.gen >= 3 and kind in SETTLEMENTS:
             nbytes -= self.settlement(ev)
+        if self.tool_change is not None and kind != "developer/message":
+            self.fail(ev, f"the tools change of header seq {self.tool_change[0]} is not announced next")
         if kind in self.surface_types:
             self.surface(ev, nbytes)
         elif "surfaceOp" in ev or "sourceEventSeqs" in ev:
@@ -152,14 +170,19 @@ class Checker:
             if not data["messageSeqs"] or not set(data["messageSeqs"]) <= self.user_seqs:
                 self.fail(ev, "messageSeqs do not cite earlier user/message events")
         elif kind == "request/header":
-            if self.gen == 3 and (list(data["header"]) != [k for k in ("config", "adapterDefaults", "tools")
+            if self.gen >= 3 and (list(data["header"]) != [k for k in ("config", "adapterDefaults", "tools")
                                                             if k in data["header"]]):
-                self.fail(ev, f"v3 header keys {list(data['header'])} (no system: it is a system/message)")
+                self.fail(ev, f"v{self.gen} header keys {list(data['header'])} (no system: it is a system/message)")
             want = "initial" if not self.headers else "change"
             if data["reason"] != want:
                 self.fail(ev, f"reason {data['reason']}, expected {want}")
             if self.headers and orjson.dumps(self.headers[-1]) == orjson.dumps(data["header"]):
                 self.fail(ev, "change header equals the previous one")
+            if self.gen == 4 and self.headers:
+                before = {tool["name"] for tool in self.headers[-1].get("tools", [])}
+                after = {tool["name"] for tool in data["header"].get("tools", [])}
+                if before != after:
+                    self.tool_change = (ev["seq"], after - before, before - after)
             self.headers.append(data["header"])
 
     def chunk(self, ev: dict[str, Any]) -> None:
@@ -257,12 +280,26 @@ class Checker:
             self.user_seqs.add(seq)
         elif ev["type"] == "system/message":
             self.check_system(ev)
-        if (self.gen == 3 and ev["type"] in ("assistant/message", "tool/result") and op == "append"
+        elif ev["type"] == "developer/message":
+            self.check_developer(ev)
+        if self.gen == 4 and ev["type"] != "assistant/message":
+            source = (ev["data"] if ev["type"] == "user/message" else ev["data"]["message"])["source"]
+            if source["kind"] == "plugin" or "plugin" in source:
+                self.fail(ev, "a v4 source names its producer, never a plugin")
+        if (self.gen >= 3 and ev["type"] in ("assistant/message", "tool/result") and op == "append"
                 and (ev["data"]["turn"], ev["data"]["step"]) != (self.turn, self.step)):
             self.fail(ev, "does not match the open turn and step")
         if ev["type"] == "tool/result" and op == "append":
-            result = ev["data"]["message"]["content"]
-            if len(result) != 1 or src is None or self.calls.get(src[0]) != result[0]["toolCallId"]:
+            message = ev["data"]["message"]
+            if self.gen == 4:
+                if (list(message) != [k for k in TOOL_MESSAGE_KEYS if k != "isError" or "isError" in message]
+                        or message["role"] != "tool" or message["toolCallId"] != message["source"]["callId"]):
+                    self.fail(ev, "v4 tool/result is not a tool-role message of its call")
+                call_id = message["toolCallId"]
+            else:
+                result = message["content"]
+                call_id = result[0]["toolCallId"] if len(result) == 1 else None
+            if src is None or self.calls.get(src[0]) != call_id:
                 self.fail(ev, "tool/result does not cite its tool/call")
         if op == "append":
             self.nodes.append(seq)
@@ -295,8 +332,8 @@ class Checker:
         """v3: the system prompt head, appended as node 0 inside the first open step (the generator writes one)."""
         data = ev["data"]
         message = data["message"]
-        if (list(data) != ["turn", "step", "message"] or list(message) != ["id", "role", "source", "content"]
-                or message["role"] != "system" or message["source"] != SYSTEM_SOURCE or not message["id"]):
+        if (list(data) != ["turn", "step", "message"] or list(message) != SYSTEM_KEYS[self.gen]
+                or message["role"] != "system" or message["source"] != SYSTEM_SOURCE[self.gen] or not message["id"]):
             self.fail(ev, "system/message shape")
         if (data["turn"], data["step"]) != (self.turn, self.step):
             self.fail(ev, "system/message outside its open step")
@@ -305,6 +342,27 @@ class Checker:
         if self.headers:
             self.fail(ev, "system head after the first request/header")
         self.head = ev["seq"]
+
+    def check_developer(self, ev: dict[str, Any]) -> None:
+        """v4: the tool-registry notice of the header just logged, in its open step, announcing exactly its change."""
+        data, change = ev["data"], self.tool_change
+        message = data["message"]
+        if change is None or ev.get("surfaceOp") != "append":
+            self.fail(ev, "developer/message without a tools change to announce")
+        assert change is not None
+        header_seq, added, removed = change
+        blocks = message["content"]
+        if (list(message) != ["source", "content", "role", "id"] or message["source"] != {"kind": "tool-registry"}
+                or message["role"] != "developer" or not message["id"]
+                or {b["toolName"] for b in blocks if b["type"] == "tool-addition"} != added
+                or {b["toolName"] for b in blocks if b["type"] == "tool-removal"} != removed
+                or len(blocks) != len(added) + len(removed)):
+            self.fail(ev, "developer/message does not announce its header's tools change")
+        if data.get("headerSeq") != (header_seq if added else None):
+            self.fail(ev, f"headerSeq {data.get('headerSeq')!r}: the change header is seq {header_seq}")
+        if (data["turn"], data["step"]) != (self.turn, self.step):
+            self.fail(ev, "developer/message outside its open step")
+        self.tool_change = None
 
     def check_assistant(self, ev: dict[str, Any]) -> None:
         chunks = self.last_attempt
@@ -343,7 +401,7 @@ def main(path: Path) -> int:
             checker.record(line)
         if checker.turn is not None:
             raise CheckError("log ends inside an open turn")
-        if version == 3 and checker.head is None:
+        if version >= 3 and checker.head is None:
             raise CheckError("no system/message head")
     except CheckError as err:
         print(f"{path}: FAIL: {err}", file=sys.stderr)

@@ -13,6 +13,8 @@ tool/result pairs, a tool-result prune and a compaction checkpoint. Sizes count 
 `--generation 3` writes the same session (same seed, turns, texts, compactions) as a native format-v3 log: one
 event per row, each attempt's chunks embedded in its settlement's `stream`, the system prompt as a surface
 `system/message` head, `{op, startSeq, endSeq}` replaces, dense seqs. `--size` then names the v0 twin's size.
+`--generation 4` writes it as a native format-v4 log: as v3, with tool results as tool-role messages, message
+sources naming their producer, and the tool-registry `developer/message` that follows the header adding a tool.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ class LogWriter:
 
     The simulation always speaks v0 (seqs, packed rows, chunk events), and `raw_bytes` always counts the v0
     bytes, so that size targets, surface budgets and compaction points are the same in every generation. With a
-    `v3` translator attached, the v0 lines are only measured, and the translator writes the v3 rows instead.
+    translator attached (v3 or v4), the v0 lines are only measured, and the translator writes its rows instead.
     """
 
     def __init__(self, out: BinaryIO, rng: random.Random, compress: bool, t0: int) -> None:
@@ -75,16 +77,16 @@ class LogWriter:
         self.out_bytes = 0  # JSONL bytes actually written
         self.batch: list[bytes] = []
         self.dt_pool = rng.choices([0, 0, 0, 0, 1, 1, 2, 24, 27, 29, 31, 58], k=1 << 16)
-        self.v3: V3Translator | None = None
+        self.translator: V3Translator | None = None
 
     def line(self, obj: dict[str, Any]) -> int:
         data = orjson.dumps(obj) + b"\n"
         self.raw_bytes += len(data)
-        if self.v3 is None:
+        if self.translator is None:
             self.batch.append(data)
             self.out_bytes += len(data)
         else:
-            self.v3.take(obj)
+            self.translator.take(obj)
         return len(data)
 
     def put(self, obj: dict[str, Any]) -> None:
@@ -293,6 +295,94 @@ class V3Translator:
     def finish(self) -> None:
         if self.stream:
             self.settle_attempt()
+
+
+PRODUCERS = {SYSTEM_PLUGIN: "runtime-context", "compact": "compact-checkpoint"}   # v3 plugin -> v4 producer kind
+
+
+class V4Translator(V3Translator):
+    """Writes the simulated session as a native format-v4 log: the v3 rows (V3Translator), each as v4 writes it.
+
+    - A tool result is a tool-role message, `{role:'tool', source, toolCallId, content, isError, id}`: the v3
+      wrapper's one tool-result block lifted into the message (the native writer's key order).
+    - Message sources name their producer: `system-prompt` on the system head, `runtime-context` and
+      `compact-checkpoint` on the user messages v3 attributes to a plugin.
+    - The mid-session `change` header that adds a tool is followed by the tool-registry `developer/message`
+      announcing it (`headerSeq` names that header), in the open step: a surface node v0 and v3 lack. A later
+      compaction over it shadows and cites it too (the translator keeps the v4 surface for that).
+    """
+
+    def __init__(self, writer: LogWriter, session_id: str, system: str) -> None:
+        super().__init__(writer, session_id, system)
+        self.session_id = session_id
+        self.open_step: tuple[int, int] = (0, 0)
+        self.tool_names: list[str] = []
+        self.nodes: list[int] = []      # the live v4 surface, by seq
+        self.developer: set[int] = set()   # its developer/message nodes
+
+    def emit(self, obj: dict[str, Any]) -> None:
+        kind, data = obj["type"], obj.get("data")
+        if kind == "step/start":
+            self.open_step = (data["turn"], data["step"])
+        elif kind == "system/message":
+            message = data["message"]
+            data = {**data, "message": {"role": "system", "content": message["content"],
+                                        "source": {"kind": "system-prompt"}, "id": message["id"]}}
+        elif kind == "user/message" and data["source"]["kind"] == "plugin":
+            source = data["source"]
+            producer = PRODUCERS[source["plugin"]]   # the kind keeps its place; the plugin key goes
+            data = {**data, "source": {key: (producer if key == "kind" else value) for key, value in source.items()
+                                       if key != "plugin"}}
+        elif kind == "tool/result":
+            message = data["message"]
+            [result] = message["content"]
+            lifted = {"role": "tool", "source": message["source"], "toolCallId": result["toolCallId"],
+                      "content": result["content"]}
+            if "isError" in result:
+                lifted["isError"] = result["isError"]
+            data = {**data, "message": {**lifted, "id": message["id"]}}
+        elif kind == "compaction/summary":
+            span = self.span(data["shadowedRange"]["start"], data["shadowedRange"]["end"])
+            data = {**data, "shadowedSeqs": span}
+        obj = {**obj, "data": data}
+        op = obj.get("surfaceOp")
+        if isinstance(op, dict):
+            span = self.span(op["startSeq"], op["endSeq"])
+            if self.developer.intersection(span):   # v0 cites what it shadows; v0 has no developer node
+                cited = [s for s in obj["sourceEventSeqs"] if s not in span]
+                obj["sourceEventSeqs"] = [*cited, *span]
+            i = self.nodes.index(op["startSeq"])
+            self.nodes[i:i + len(span)] = [self.seq]
+            self.developer.difference_update(span)
+        elif op == "append":
+            self.nodes.append(self.seq)
+        super().emit(obj)
+        if kind == "request/header":
+            self.announce(obj)
+
+    def span(self, start: int, end: int) -> list[int]:
+        i, j = self.nodes.index(start), self.nodes.index(end)
+        return self.nodes[i:j + 1]
+
+    def announce(self, header: dict[str, Any]) -> None:
+        """The developer/message after a header that changes the tool set: what it adds and removes."""
+        names = [tool["name"] for tool in header["data"]["header"].get("tools", [])]
+        before, self.tool_names = self.tool_names, names
+        if header["data"]["reason"] == "initial":
+            return
+        content = [*({"type": "tool-addition", "toolName": name} for name in names if name not in before),
+                   *({"type": "tool-removal", "toolName": name} for name in before if name not in names)]
+        if not content:
+            return
+        turn, step = self.open_step
+        uid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"dsh-bench:{self.session_id}:developer:{header['seq']}"))
+        data: dict[str, Any] = {"turn": turn, "step": step, "message": {
+            "source": {"kind": "tool-registry"}, "content": content, "role": "developer", "id": uid}}
+        if any(block["type"] == "tool-addition" for block in content):
+            data["headerSeq"] = header["seq"]
+        self.developer.add(self.seq)
+        self.emit({"type": "developer/message", "seq": self.seq, "time": header["time"], "data": data,
+                   "surfaceOp": "append"})
 
 
 class SessionSim:
@@ -632,20 +722,20 @@ def generate(out_path: Path, size: int, seed: int, compress: bool, mode: str, bu
         session_id = sim.uid()
         header = {"type": "session", "version": 0, "id": session_id, "createdAt": t0, "cwd": CWD,
                   "delegationDepth": 0}
-        if generation == 3:  # the v0 header still counts in raw_bytes: the v3 twin stops where v0 does
+        if generation:  # the v0 header still counts in raw_bytes: the v3/v4 twin stops where v0 does
             writer.raw_bytes += len(orjson.dumps(header)) + 1
-            writer.put({"type": "session", "version": 3, "id": session_id, "createdAt": t0, "cwd": CWD,
+            writer.put({"type": "session", "version": generation, "id": session_id, "createdAt": t0, "cwd": CWD,
                         "isSeeded": False, "delegationDepth": 0})
         else:
             writer.line(header)
         writer.flush()  # the header is alone in the first zstd frame
-        if generation == 3:
-            writer.v3 = V3Translator(writer, session_id, sim.system)
+        if generation:
+            writer.translator = (V4Translator if generation == 4 else V3Translator)(writer, session_id, sim.system)
         sim.run()
-        if writer.v3 is not None:
-            writer.v3.finish()
+        if writer.translator is not None:
+            writer.translator.finish()
         writer.flush()
-    events = writer.v3.seq if writer.v3 is not None else writer.seq
+    events = writer.translator.seq if writer.translator is not None else writer.seq
     return {**sim.stats, "events": events, "raw_bytes": writer.out_bytes, "v0_bytes": writer.raw_bytes}
 
 
@@ -659,9 +749,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="once: one prune + one overflow compaction; pressure: compact whenever the "
                              "surface exceeds --context-kb (keeps request bodies bounded on large logs)")
     parser.add_argument("--context-kb", type=int, default=800, help="surface budget for --compaction pressure")
-    parser.add_argument("--generation", type=int, choices=(0, 3), default=0,
-                        help="log format to write: 0 (packed chunk rows) or 3 (the same session as native v3; "
-                             "--size is then the v0 twin's size)")
+    parser.add_argument("--generation", type=int, choices=(0, 3, 4), default=0,
+                        help="log format to write: 0 (packed chunk rows), or 3 or 4 (the same session as native "
+                             "v3 or v4; --size is then the v0 twin's size)")
     parser.add_argument("--check", type=Path, metavar="PATH", help="validate a log instead of writing one")
     args = parser.parse_args(argv)
     if args.check:
@@ -676,7 +766,8 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = wallclock.perf_counter() - started
     disk = args.out.stat().st_size
     target = f"{stats['raw_bytes'] / args.size:.1%} of target" if args.generation == 0 else (
-        f"v3; the v0 twin is {stats['v0_bytes']:,} bytes, {stats['v0_bytes'] / args.size:.1%} of target")
+        f"v{args.generation}; the v0 twin is {stats['v0_bytes']:,} bytes, "
+        f"{stats['v0_bytes'] / args.size:.1%} of target")
     print(f"wrote {args.out}: {stats['raw_bytes']:,} JSONL bytes ({target}), "
           f"{disk:,} on disk, {stats['events']:,} events, {stats['turns']} turns, {stats['steps']} steps, "
           f"{stats['attempts']} attempts, {stats['compactions']} compactions, {stats['prunes']} prunes "
