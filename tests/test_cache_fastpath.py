@@ -4,7 +4,9 @@ Wherever it reads a log to the end, `build_cache_report` must give equal frames 
 and with DSH_AUDIT_FAST_PATH=0, under each option that changes what is read (default, --no-predict, --wire), and
 the calls it hands out must equal the walk's field by field. It must be taken exactly where verify's fast path
 is (counted, not only compared): on every corpus log (as committed and in persisted form), the sample and
-generation logs, the generator logs (v0, v3, zstd, a seeded child) and fuzzed one-line edits of them.
+generation logs, the generator logs (v0, v3, v4, zstd, a seeded child) and fuzzed one-line edits of them; and the
+format v4 logs of tests/test_fastpath.py (native snapshots and wild logs, as stored and made acceptable, and the
+corpus taken to v4).
 """
 
 from __future__ import annotations
@@ -30,7 +32,19 @@ from dsh_audit.readers import open_logs
 from dsh_audit.records import LogSource
 from dsh_audit.reports import cache_report
 from dsh_audit.reports.cache_report import CacheOptions, build_cache_report, calls
-from test_fastpath import GENERATION_SAMPLES, SAMPLES, _persisted, generate, mutants
+from official_migration import MigratedLog
+from test_fastpath import (
+    GENERATION_SAMPLES,
+    NATIVE_V4,
+    SAMPLES,
+    _persisted,
+    concrete,
+    generate,
+    mutants,
+    wild_logs,
+    without_ignorable,
+)
+from v4_migration import migrate_file
 
 OPTIONS = {"default": CacheOptions(), "no-predict": CacheOptions(predict=False), "wire": CacheOptions(wire=True)}
 MUTANTS_PER_BASE = 600
@@ -72,11 +86,15 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
                                 "--context-kb", "20", "--seed", "2", "--generation", "3"),
         "v0-zstd": generate(tmp, "zstd.jsonl.zstd", "--size", "300KB", "--compaction", "pressure",
                             "--context-kb", "20", "--seed", "3", "--zstd"),
+        "v4-once": generate(tmp, "once.v4.jsonl", "--size", "60KB", "--compaction", "once", "--generation", "4"),
+        "v4-pressure": generate(tmp, "pressure.v4.jsonl", "--size", "1MB", "--compaction", "pressure",
+                                "--context-kb", "20", "--seed", "2", "--generation", "4"),
     }
     logs["v0-seeded"] = _seeded(logs["v0-once"], tmp / "seeded.jsonl")
     logs["v0-pressure-seeded"] = _seeded(logs["v0-pressure"], tmp / "pressure-seeded.jsonl")
     logs["v0-response"] = _settled_twice(logs["v0-once"], tmp / "response.jsonl")
     logs["v3-attempt"] = _settled_twice(logs["v3-once"], tmp / "attempt.v3.jsonl")
+    logs["v4-attempt"] = _settled_twice(logs["v4-once"], tmp / "attempt.v4.jsonl")
     return logs
 
 
@@ -168,6 +186,31 @@ def test_corpus_sample_and_generation_logs(tmp_path: Path, taken: Taken, monkeyp
     assert outcomes["fast"] >= (4 if session_log_paths() else 1), outcomes
 
 
+def test_v4_logs(official_migration: dict[str, MigratedLog], tmp_path: Path, taken: Taken,
+                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The v4 logs of tests/test_fastpath.py: native snapshots and wild logs as stored and made acceptable (concrete
+    placeholders; the product's ignorable events left out), and the corpus taken to v4, made concrete."""
+    paths: list[Path] = []
+    for index, path in enumerate([*NATIVE_V4, *wild_logs()]):
+        made = without_ignorable(path.read_bytes()) if b'"ignorable":true' in path.read_bytes() \
+            else concrete(path.read_bytes())
+        (tmp_path / str(index)).mkdir()
+        paths += [path, tmp_path / str(index) / path.name]
+        paths[-1].write_bytes(made)
+    for index, (_, log) in enumerate(sorted(official_migration.items())):
+        v3 = log.targets.get(3)
+        if isinstance(v3, Path) and log.ok(3):
+            v4 = migrate_file(v3, tmp_path / f"c{index:03d}")
+            v4.write_bytes(concrete(v4.read_bytes()))
+            paths.append(v4)
+    outcomes: Counter[str] = Counter()
+    for path in paths:
+        read = compare(path, taken, monkeypatch)
+        assert read == _verify_takes_it(path), path
+        outcomes["fast" if read else "walked"] += 1
+    assert outcomes["fast"] >= 45, outcomes
+
+
 # -- the calls, field by field ----------------------------------------------------------------------------------
 def _facts(call: Call) -> Any:
     """What a call says: every RebuiltRequest field but `line` (the fast path counts no lines), the body its
@@ -209,7 +252,7 @@ def test_calls_agree_field_by_field(generated: dict[str, Path]) -> None:
     assert kinds["inherited dict"] and kinds["inherited OtherCall"], kinds
 
 
-@pytest.mark.parametrize("base", ["v0-once", "v3-once", "v0-seeded"])
+@pytest.mark.parametrize("base", ["v0-once", "v3-once", "v0-seeded", "v4-once"])
 def test_fuzzed_one_line_edits(generated: dict[str, Path], base: str, tmp_path: Path) -> None:
     """Edits the fast path still accepts (reordered keys, moved events, changed usage or times...) must change
     its calls exactly as they change the walk's; and it must doubt wherever verify's fast path does."""

@@ -32,7 +32,8 @@ from ..jsjson import dumps_bytes
 from ..model_calls import Call, StoredMessage, other_call
 from ..readers.jsonvalue import deeper_than, parse_json
 from ..shape import header_problem
-from ..surface import _masked_tool_result
+from ..structure import NEVER_LATE, developer_header_problem, flags_error
+from ..surface import EMPTY_PROJECTS_NOTHING, _masked_tool_result
 from .lines import Doubt
 from .types import FLAGS, FastTypes, MessageType, fast_types, seq_run
 
@@ -42,13 +43,13 @@ _DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError)
 _ENCODE_INTO = msgspec.json.Encoder().encode_into
 _SCRATCH = bytearray()   # msgspec's writing of the message being proved: only its length is read
 _CONTROL_ESCAPE = re.compile(rb"\\u00").search   # re finds it faster than `in` (its prefix scan skips better)
-# Types some rule of the fold or the checks reads: each has a handler below, or (image/offload, developer/message)
-# is left to the full verifier. Every other known type is only checked against its schema.
+# Types some rule of the fold or the checks reads: each has a handler below, or (image/offload) is left to the full
+# verifier. Every other known type is only checked against its schema.
 _FOLDED = frozenset({
     "turn/start", "turn/end", "step/start", "step/end", "request/header", "request/context", "session/end-seed",
     "assistant/chunk", "tool/result", "assistant/attempt", "system/message", "developer/message",
     "assistant/message", "tool/call", "user/message", "image/offload", "subagent/descriptor"})
-SUPPORTED = frozenset({0, 1, 2, 3})   # v4's tool-role results and developer messages are left to the full verifier
+SUPPORTED = frozenset({0, 1, 2, 3, 4})
 
 
 def message_bytes(raw: msgspec.Raw, kind: MessageType) -> tuple[Any, Any]:
@@ -130,6 +131,11 @@ def _log_only(event: Any, seq: int, line: bytes) -> None:
     """A known type that nothing folds or checks beyond its schema."""
 
 
+def _projected(kind: str, message: Any, stored: Any) -> Any:
+    """What a surface event's message projects to (dsh_audit.surface.derive_message): its bytes, or None."""
+    return None if kind in EMPTY_PROJECTS_NOTHING and not message.content else stored
+
+
 REPLACE_WORK_PER_EVENT, REPLACE_WORK_FLOOR = 64, 1_000_000
 
 
@@ -157,6 +163,7 @@ class FastVerifier:
         self.generation = generation
         self.version = generation.version
         self.settles = generation.dispatch == "settlement"
+        self.tool_message = generation.tool_result == "tool-message"   # v4: the result is the message itself
         self.header_system = generation.system_prompt == "header"
         self.protect_head = generation.system_prompt == "surface"
         self.start_key, self.end_key = generation.replace_keys
@@ -193,6 +200,7 @@ class FastVerifier:
         self.turn: int | None = None
         self.step: int | None = None
         self.headers_seen = 0
+        self.header_seqs: set[int] = set()         # v4: what a developer/message's headerSeq may name
         self.instance_anchored = False
         self.calls: dict[str, int] = {}
         self.pre_dispatch: int | None = None
@@ -229,7 +237,7 @@ class FastVerifier:
             "turn/end": self._turn_end, "request/header": self._request_header,
             "request/context": self._request_context, "session/end-seed": self._end_seed,
             "assistant/attempt": self._assistant_attempt, "system/message": self._system_message,
-            "subagent/descriptor": self._descriptor}
+            "developer/message": self._developer_message, "subagent/descriptor": self._descriptor}
         if self.model_calls is not None:
             handlers["compaction/summary"] = self._compaction_summary
         table: dict[type, Any] = {}
@@ -453,6 +461,7 @@ class FastVerifier:
         elif reason == "initial":
             raise Doubt("second initial header")
         self.headers_seen += 1
+        self.header_seqs.add(seq)
         if not self.attempt_open:
             self.pre_dispatch = seq
         if any(is_placeholder(header.get(key)) for key in ("system", "tools", "messagePrefix")):
@@ -486,7 +495,7 @@ class FastVerifier:
     # -- surface events ------------------------------------------------------------------------------------
     def _surface_common(self, kind: str) -> None:
         """What every surface event meets in the structural checks and the migration notes."""
-        if self.pre_dispatch is not None and not self.attempt_open and kind != "assistant/message":
+        if self.pre_dispatch is not None and not self.attempt_open and kind not in NEVER_LATE:
             self.late = True
         if not self.step_seen and self.version <= 2:
             raise Doubt("surface event before the first step (migration note)")
@@ -500,12 +509,13 @@ class FastVerifier:
         data = event.data
         message, stored = self._message(data.message, "tool/result", 2, line)
         call_id = message.source.callId
-        block = message.content[0]
-        if block.toolCallId != call_id:
+        # v4: a tool-role message; until then a user message of one tool-result block (dsh_audit.shape)
+        if (message.toolCallId if self.tool_message else message.content[0].toolCallId) != call_id:
             raise Doubt("mismatched tool call ids")
         rewrite = event.surfaceOp != "append"
         if not rewrite:
-            if data.error is not UNSET and self.generation.error_needs_flag and block.isError is not True:
+            if data.error is not UNSET and self.generation.error_needs_flag \
+                    and not flags_error(orjson.loads(memoryview(stored))):
                 raise Doubt("error result not flagged")
             if self.calls.pop(call_id, None) is None:
                 raise Doubt("tool result pairing")
@@ -522,7 +532,18 @@ class FastVerifier:
         if is_placeholder(system_text(orjson.loads(memoryview(stored)))):
             raise Doubt("placeholder system prompt")
         self._surface_common("system/message")
-        self._apply(event, seq, "system/message", None if not message.content else stored, line)
+        self._apply(event, seq, "system/message", _projected("system/message", message, stored), line)
+
+    def _developer_message(self, event: Any, seq: int, line: bytes) -> None:
+        """v4: a tool-change notice, in its step, bound to an earlier header (structure: parsed, it is rare)."""
+        data = event.data
+        message, stored = self._message(data.message, "developer/message", 2, line)
+        if self.step is None or data.turn != self.turn or data.step != self.step:
+            raise Doubt("developer/message outside its step")
+        if developer_header_problem(orjson.loads(line)["data"], self.header_seqs) is not None:
+            raise Doubt("developer/message headerSeq")
+        self._surface_common("developer/message")
+        self._apply(event, seq, "developer/message", _projected("developer/message", message, stored), line)
 
     def _assistant_message(self, event: Any, seq: int, line: bytes) -> None:
         data = event.data
@@ -537,7 +558,7 @@ class FastVerifier:
             self._dispatch(key, seq, "settlement", "assistant/message", event.time, traced=bool(stream))
         elif self.current is None and key not in self.attempts:
             self._dispatch(key, seq, "first-response-event", "assistant/message", event.time)
-        self._apply(event, seq, "assistant/message", None if not content else stored, line)
+        self._apply(event, seq, "assistant/message", _projected("assistant/message", message, stored), line)
         if self.model_calls is not None:
             self._answered(data, seq, line, None if not content else StoredMessage(bytes(data.message)))
         self._close()
