@@ -3,13 +3,14 @@
     python benchmarks/run.py [--sizes 10,100,1000] [--quick]
 
 Generates missing (or older than generate_log.py) logs into benchmarks/data/ (`--compaction pressure`: a long
-session compacts as its surface fills; see README.md), and the format-v3 twin of each (`--generation 3`: the same
-session), then per size runs (a) the orjson parse floor, (b) `audit verify` on the v0 log and on its v3 twin
-(alternating, best of 3), `audit rebuild --format digest`, `audit cache-report` with its defaults and with
---no-predict, (c) the naive fresh-fold-per-request baseline, (d) the npm reference (reference_bench.mjs: parse,
-incremental, fresh), plus `audit verify -j1/-j2` on a directory of 1,000 small logs, and `audit report` (HTML) on
-the largest size up to 100 MB opened in headless Chromium (html_report.py). Wall time and peak RSS come from
-os.wait4 on each child. Writes benchmarks/RESULTS.md. --quick: 10 MB only, short time boxes, 200 small logs.
+session compacts as its surface fills; see README.md), and the format-v3 and v4 twins of each (`--generation 3`,
+`4`: the same session), then per size runs (a) the orjson parse floor, (b) `audit verify` on the v0 log and on
+its v3 and v4 twins (alternating, best of 3), `audit rebuild --format digest`, `audit cache-report` with its
+defaults and with --no-predict, (c) the naive fresh-fold-per-request baseline, (d) the npm reference
+(reference_bench.mjs: parse, incremental, fresh), plus `audit verify -j1/-j2` on a directory of 1,000 small logs,
+and `audit report` (HTML) on the largest size up to 100 MB opened in headless Chromium (html_report.py). Wall time
+and peak RSS come from os.wait4 on each child. Writes benchmarks/RESULTS.md. --quick: 10 MB only, short time
+boxes, 200 small logs.
 """
 
 from __future__ import annotations
@@ -79,12 +80,13 @@ def measure(label: str, cmd: list[str], timeout: float | None = None) -> Run:
     return run
 
 
-V3_TARGET = 1.2  # verify on a v3 log may cost at most this many times verify on its v0 twin
+TWINS = (3, 4)      # the generations each size's session is also written in
+TWIN_TARGET = 1.2   # verify on a v3 or v4 twin may cost at most this many times verify on its v0 log
 
 
 def ensure_log(size_mb: int, generation: int = 0) -> Path:
-    """The size's log; generation 3 is its twin: the same session (same seed, turns, texts) written as format v3."""
-    path = DATA / f"s{size_mb}-pressure{'.v3' if generation == 3 else ''}.jsonl"
+    """The size's log; generation 3 or 4 is a twin: the same session (same seed, turns, texts) in that format."""
+    path = DATA / f"s{size_mb}-pressure{f'.v{generation}' if generation else ''}.jsonl"
     if not path.exists() or path.stat().st_mtime < (HERE / "generate_log.py").stat().st_mtime:
         DATA.mkdir(parents=True, exist_ok=True)
         subprocess.run([PY, str(HERE / "generate_log.py"), "--size", f"{size_mb}MB", "--compaction", "pressure",
@@ -146,29 +148,39 @@ def bench_size(size_mb: int, opts: argparse.Namespace) -> dict[str, object]:
     runs = [floor]
     required = measure("required work", [PY, "benchmarks/required_work.py", rel, "--repeat", repeat])
     stages = re.findall(r"^\s+(\S+)\s+(\d+\.\d+)s\s+(\d+\.\d+)x parse", required.stdout, re.M)
-    log3 = ensure_log(size_mb, 3)
-    rel3 = str(log3.relative_to(ROOT))
-    check3 = measure("generate_log --check (v3 twin)", [PY, "benchmarks/generate_log.py", "--check", rel3])
-    gencheck = None
-    if size_mb <= opts.generations_check_max_mb:
-        gencheck = measure("check_generations (v0 = v3)", [PY, "benchmarks/check_generations.py", rel, rel3])
-    # v0 and v3 verify alternate, best of N each: the ratio must not hinge on one noisy run.
-    tries = [(measure("(b) audit verify", [AUDIT, "verify", rel]),
-              measure("(b) v3 twin: audit verify", [AUDIT, "verify", rel3])) for _ in range(int(repeat))]
-    verify, verify3 = best_of([a for a, _ in tries]), best_of([b for _, b in tries])
+    twins: dict[int, dict[str, object]] = {}
+    for generation in TWINS:
+        twin = ensure_log(size_mb, generation)
+        rel_twin = str(twin.relative_to(ROOT))
+        twins[generation] = {"log": rel_twin, "bytes": twin.stat().st_size, "gencheck": None, "check": measure(
+            f"generate_log --check (v{generation} twin)", [PY, "benchmarks/generate_log.py", "--check", rel_twin])}
+        if size_mb <= opts.generations_check_max_mb:
+            twins[generation]["gencheck"] = measure(f"check_generations (v0 = v{generation})",
+                                                    [PY, "benchmarks/check_generations.py", rel, rel_twin])
+    # v0 and its twins' verify alternate, best of N each: a ratio must not hinge on one noisy run.
+    tries = [[measure("(b) audit verify", [AUDIT, "verify", rel]),
+              *(measure(f"(b) v{generation} twin: audit verify", [AUDIT, "verify", str(twins[generation]["log"])])
+                for generation in TWINS)] for _ in range(int(repeat))]
+    verify = best_of([row[0] for row in tries])
     counts = re.search(r"\((?:v\d+, )?(\d+) events, (\d+) requests\)", verify.stdout)
     events, requests = (int(counts.group(1)), int(counts.group(2))) if counts else (0, 0)
-    counts3 = re.search(r"\(v3, (\d+) events, (\d+) requests\)", verify3.stdout)
-    events3, requests3 = (int(counts3.group(1)), int(counts3.group(2))) if counts3 else (0, 0)
-    bytes3 = log3.stat().st_size
-    verify3.extra.update(events=events3, bytes=bytes3)
     if len(tries) > 1:
-        verify.note = (f"best of {len(tries)}, alternating with the v3 twin's verify; peak RSS the highest of the "
+        verify.note = (f"best of {len(tries)}, alternating with the twins' verify; peak RSS the highest of the "
                        f"{len(tries)}")
-    verify3.note = (f"the same session as format v3: {bytes3:,} bytes, {events3:,} events, {requests3:,} requests; "
-                    f"{verify3.seconds / verify.seconds:.2f}× verify on v0"
+    twin_runs = []
+    for column, generation in enumerate(TWINS, start=1):
+        run = best_of([row[column] for row in tries])
+        found = re.search(rf"\(v{generation}, (\d+) events, (\d+) requests\)", run.stdout)
+        twin_events, twin_requests = (int(found.group(1)), int(found.group(2))) if found else (0, 0)
+        twin_bytes = int(twins[generation]["bytes"])  # type: ignore[call-overload]
+        run.extra.update(events=twin_events, bytes=twin_bytes)
+        twins[generation]["requests"] = twin_requests
+        run.note = (f"the same session as format v{generation}: {twin_bytes:,} bytes, {twin_events:,} events, "
+                    f"{twin_requests:,} requests; {run.seconds / verify.seconds:.2f}× verify on v0"
                     + (f"; best of {len(tries)}, alternating" if len(tries) > 1 else ""))
-    share = measure("fast path share", [PY, "benchmarks/fast_share.py", rel, rel3, "--json"])
+        twin_runs.append(run)
+    share = measure("fast path share", [PY, "benchmarks/fast_share.py", rel,
+                                        *(str(twins[generation]["log"]) for generation in TWINS), "--json"])
     shared = share_document(share)
     verify.note = "; ".join(filter(None, [verify.note, fast_share_text(shared)]))
     rebuild = measure("(b) audit rebuild --format digest", [AUDIT, "rebuild", "--format", "digest", rel])
@@ -177,7 +189,7 @@ def bench_size(size_mb: int, opts: argparse.Namespace) -> dict[str, object]:
     lean = measure("(b) audit cache-report --no-predict", [AUDIT, "cache-report", "--no-predict", "--format",
                                                           "csv", "--out", os.devnull, rel])
     lean.note = "logged figures, collapses and causes; no token prediction"
-    runs += [verify, verify3, rebuild, lean]
+    runs += [verify, *twin_runs, rebuild, lean]
     cache = measure("(b) audit cache-report (defaults)",
                     [AUDIT, "cache-report", "--rows", "totals", "--format", "json", rel], timeout=opts.cache_timeout)
     totals = node_json_document(cache)
@@ -217,8 +229,7 @@ def bench_size(size_mb: int, opts: argparse.Namespace) -> dict[str, object]:
     return {"size_mb": size_mb, "log": rel, "bytes": nbytes, "events": events, "requests": requests,
             "floor_s": floor_s, "expand_s": expand_s, "check": check, "runs": runs, "required": required,
             "stages": [(name, float(secs), float(ratio)) for name, secs, ratio in stages],
-            "log3": rel3, "check3": check3, "gencheck": gencheck, "requests3": requests3, "share": share,
-            "fast": shared}
+            "twins": twins, "share": share, "fast": shared}
 
 
 def share_document(run: Run) -> dict[str, object]:
@@ -270,13 +281,15 @@ def fmt_table(result: dict[str, object]) -> list[str]:
         lines.append(f"| {run.label} | {shown} | {run_events / secs:,.0f} | {run_bytes / secs / 1e6:,.1f} | "
                      f"{run.rss_mib:,.0f} | {secs / floor_s:.2f} | {vs_ref} | {vs_inc} | {note} |")
     expand_s = float(result["expand_s"])  # type: ignore[arg-type]
-    same = result["gencheck"]
+    checks = [f"`generate_log --check`: rc={result['check'].rc}"]  # type: ignore[attr-defined]
+    for generation, twin in result["twins"].items():  # type: ignore[attr-defined]
+        same = twin["gencheck"]
+        checks.append(f"on the v{generation} twin `{twin['log']}`: rc={twin['check'].rc}"
+                      + ("" if same is None else f", `check_generations.py` (its {twin['requests']:,} requests equal "
+                         f"v0's{' once taken back to v3' if generation == 4 else ''} and the system head moves "
+                         f"back to `system`): rc={same.rc}"))
     lines += ["", f"orjson floor plus building one dict per packed member (`expand`): {expand_s:.2f}s "
-              f"({expand_s / floor_s:.2f}× floor). `generate_log --check`: rc={result['check'].rc}; "  # type: ignore[attr-defined]
-              f"on the v3 twin `{result['log3']}`: rc={result['check3'].rc}"  # type: ignore[attr-defined]
-              + ("" if same is None else f"; `check_generations.py` (its {result['requests3']:,} requests equal "
-                 f"v0's once the system head moves back to `system`): rc={same.rc}")  # type: ignore[attr-defined]
-              + ".", ""]
+              f"({expand_s / floor_s:.2f}× floor). " + "; ".join(checks) + ".", ""]
     stages = result["stages"]
     if stages:
         lines += ["Unavoidable built-in work of verify (`required_work.py`, stages cumulative, × its own parse "
@@ -306,27 +319,31 @@ def cache_report_targets(results: dict[int, dict[str, object]]) -> list[str]:
     return lines
 
 
-def v3_targets(results: dict[int, dict[str, object]]) -> list[str]:
-    """verify on each size's v3 twin against verify on the v0 log, and the v3 memory bound."""
+def twin_targets(results: dict[int, dict[str, object]]) -> list[str]:
+    """verify on each size's v3 and v4 twins against verify on the v0 log, and the twins' memory bound."""
     lines = []
-    for size_mb, result in results.items():
-        v0, v3 = find(result, "(b) audit verify"), find(result, "(b) v3 twin: audit verify")
-        if v0 is None or v3 is None:
-            continue
-        same = result["gencheck"]
-        checked = result["check3"].rc == 0 and v3.rc == 0 and (same is None or same.rc == 0)  # type: ignore[attr-defined]
-        ratio = v3.seconds / v0.seconds
-        how = "`--check`ed" + ("" if same is None else ", same requests as v0") if checked else "CHECK FAILED"
-        lines.append(f"- verify on v3 ≤ {V3_TARGET}× verify on v0, {size_mb} MB (the same session as format v3, "
-                     f"{how}): **{verdict(ratio <= V3_TARGET and checked)}** — {v3.seconds:.2f}s vs "
-                     f"{v0.seconds:.2f}s = {ratio:.2f}×; peak RSS {v3.rss_mib:.0f} vs {v0.rss_mib:.0f} MiB.")
-    big, mid = results.get(1000), results.get(100)
-    if big and mid:
-        a, b = find(mid, "(b) v3 twin: audit verify"), find(big, "(b) v3 twin: audit verify")
-        assert a and b
-        ratio = b.rss_mib / a.rss_mib
-        lines.append(f"- peak memory, verify on the v3 twin: grows < 2× from 100 MB to 1 GB: **{verdict(ratio < 2)}** "
-                     f"— {a.rss_mib:.0f} → {b.rss_mib:.0f} MiB = {ratio:.2f}×.")
+    for generation in TWINS:
+        label = f"(b) v{generation} twin: audit verify"
+        for size_mb, result in results.items():
+            v0, twin = find(result, "(b) audit verify"), find(result, label)
+            if v0 is None or twin is None:
+                continue
+            facts = result["twins"][generation]  # type: ignore[index]
+            same = facts["gencheck"]
+            checked = facts["check"].rc == 0 and twin.rc == 0 and (same is None or same.rc == 0)
+            ratio = twin.seconds / v0.seconds
+            how = "`--check`ed" + ("" if same is None else ", same requests as v0") if checked else "CHECK FAILED"
+            lines.append(f"- verify on v{generation} ≤ {TWIN_TARGET}× verify on v0, {size_mb} MB (the same session "
+                         f"as format v{generation}, {how}): **{verdict(ratio <= TWIN_TARGET and checked)}** — "
+                         f"{twin.seconds:.2f}s vs {v0.seconds:.2f}s = {ratio:.2f}×; peak RSS {twin.rss_mib:.0f} vs "
+                         f"{v0.rss_mib:.0f} MiB.")
+        big, mid = results.get(1000), results.get(100)
+        if big and mid:
+            a, b = find(mid, label), find(big, label)
+            assert a and b
+            ratio = b.rss_mib / a.rss_mib
+            lines.append(f"- peak memory, verify on the v{generation} twin: grows < 2× from 100 MB to 1 GB: "
+                         f"**{verdict(ratio < 2)}** — {a.rss_mib:.0f} → {b.rss_mib:.0f} MiB = {ratio:.2f}×.")
     return lines
 
 
@@ -375,7 +392,7 @@ def targets(results: dict[int, dict[str, object]], par: tuple[Run, Run] | None) 
             ratio = b.rss_mib / a.rss_mib
             lines.append(f"- peak memory, {label[4:]}: grows < 2× from 100 MB to 1 GB: **{verdict(ratio < 2)}** — "
                          f"{a.rss_mib:.0f} → {b.rss_mib:.0f} MiB = {ratio:.2f}×.")
-    lines += cache_report_targets(results) + v3_targets(results)
+    lines += cache_report_targets(results) + twin_targets(results)
     for size_mb, result in results.items():   # verify's fast path (dsh_audit.fastpath) against the floor
         run = find(result, "(b) audit verify")
         if run is not None:
@@ -470,9 +487,9 @@ def main(argv: list[str] | None = None) -> int:
            "- ÷ ref columns: our seconds divided by the reference's (below 1 = we are faster).", "",
            "## Commands", ""]
     for result in results.values():
-        listed: list[Run] = [result["check"], result["check3"]]  # type: ignore[list-item]
-        if result["gencheck"] is not None:
-            listed.append(result["gencheck"])  # type: ignore[arg-type]
+        listed: list[Run] = [result["check"]]  # type: ignore[list-item]
+        for twin in result["twins"].values():  # type: ignore[attr-defined]
+            listed += [twin["check"], *([twin["gencheck"]] if twin["gencheck"] is not None else [])]
         listed += [result["required"], *result["runs"], result["share"]]  # type: ignore[list-item, misc]
         md += [f"    {shlex.join(r.cmd)}" for r in listed]
     md += [f"    {shlex.join(r.cmd)}" for r in par] + ([f"    {shlex.join(html.cmd)}"] if html else []) + [""]
