@@ -645,7 +645,8 @@ def _developer_before_its_header(lines: list[bytes]) -> list[bytes]:
 
 # (edit, whether the fast path accepts the result, the full verifier's finding codes)
 V4_EDITS: dict[str, tuple[Any, bool, set[str]]] = {
-    "headerSeq names the initial header": (_developer(_initial_header), True, set()),
+    # Any earlier header will do: whether it declares the added tool is not checked (docs/v4.md, "Not verified").
+    "headerSeq names an earlier header lacking the added tool": (_developer(_initial_header), True, set()),
     "headerSeq names no header": (_developer(_set(("data", "headerSeq"), 0)), False, {"developer-header"}),
     "headerSeq missing on an addition": (_developer(_drop(("data", "headerSeq"))), False, {"developer-header"}),
     "a removal only, no headerSeq": (_developer(_removal_only(False)), True, set()),
