@@ -135,7 +135,8 @@ def flags_error(message: Any) -> bool:
 
 def developer_header_problem(data: Any, header_seqs: Container[int]) -> str | None:
     """v4: a developer/message with tool additions names, by headerSeq, an earlier request/header (one of
-    `header_seqs`) that declares them, and carries no headerSeq without them. What is wrong, or None."""
+    `header_seqs`), and carries no headerSeq without them. What is wrong, or None. Whether that header declares
+    the added tools is not checked (docs/v4.md, "Not verified")."""
     message = data.get("message") if isinstance(data, dict) else None
     content = message.get("content") if isinstance(message, dict) else None
     adds = any(isinstance(block, dict) and block.get("type") == "tool-addition"
