@@ -71,9 +71,15 @@ def _cause(cause: Cause) -> LoggedCause:
 
 
 def _excerpt(data: bytes, offset: int) -> str:
-    start = max(0, offset - EXCERPT)
-    text = data[start:offset + EXCERPT].decode("utf-8", "replace")
-    return ("…" if start else "") + text + ("…" if offset + EXCERPT < len(data) else "")
+    """About EXCERPT bytes each side of `offset`, widened to whole UTF-8 characters (a byte offset may fall
+    inside a CJK character)."""
+    start, end = max(0, offset - EXCERPT), min(len(data), offset + EXCERPT)
+    while start > 0 and data[start] & 0xC0 == 0x80:   # a continuation byte: back to the character's first
+        start -= 1
+    while end < len(data) and data[end] & 0xC0 == 0x80:
+        end += 1
+    text = data[start:end].decode("utf-8", "replace")
+    return ("…" if start else "") + text + ("…" if end < len(data) else "")
 
 
 def _parts(before: dict[str, Any], after: dict[str, Any]) -> list[tuple[str, Any, Any]]:

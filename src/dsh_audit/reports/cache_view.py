@@ -74,7 +74,7 @@ def _heading(log: dict[str, Any], term: Terminal) -> list[str]:
 def _emphasis(row: dict[str, Any], text: str, term: Terminal) -> str:
     if not row["collapse"]:
         return text
-    return term.style(text, fg="red", bold=row["cause"] == UNEXPLAINED)
+    return term.style(text, fg="red", bold=row["cause"] == UNEXPLAINED or None)
 
 
 def _log_line(log: dict[str, Any]) -> str:

@@ -8,6 +8,7 @@ when below it. Every line fits the terminal; log text is shown escaped (dsh_audi
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -67,20 +68,25 @@ def _log(report: LogReport, label: str, term: Terminal, strict: bool) -> list[st
 
 
 def _row(status: str, label: str, details: str, width: int) -> list[str]:
-    """`status  path  (details)` on one line, the path cut at its start when the line would be too wide."""
-    head, details = f"{status:<{STATUS_WIDTH}} ", display(details)
-    room = width - len(head) - cell_len(details)
-    if room >= 12:
-        return [head + fit(label, room, keep_end=True) + details]
-    return wrap(head + label + details, width, "")
+    """`status  path  (details)`; where that is too wide, the details go under the path, and only a path wider
+    than the terminal itself is cut (at its start: its end names the log)."""
+    head, details, path = f"{status:<{STATUS_WIDTH}} ", display(details), display(label)
+    if len(head) + cell_len(path) + cell_len(details) <= width:
+        return [head + path + details]
+    return [head + fit(path, max(12, width - len(head)), keep_end=True),
+            *wrap(details.strip(), width, " " * (len(head) + 2))]
+
+
+_NUMBER = re.compile(r"\d+")
 
 
 def _grouped(findings: Iterable[Finding]) -> list[list[Finding]]:
-    """Findings that say the same thing (severity, code, message, event type) at several lines, together, in
-    the order each was first reported."""
+    """Findings that say the same thing at several lines (severity, code, event type and message, but for the
+    numbers in it: the seq a message names), together, in the order each was first reported."""
     groups: dict[tuple[Any, ...], list[Finding]] = {}
     for finding in findings:
-        groups.setdefault((finding.severity, finding.code, finding.message, finding.event_type), []).append(finding)
+        key = (finding.severity, finding.code, _NUMBER.sub("#", finding.message), finding.event_type)
+        groups.setdefault(key, []).append(finding)
     return list(groups.values())
 
 
@@ -98,9 +104,12 @@ def _finding_line(group: list[Finding]) -> str:
     where = [_span([f.line for f in group], "line", "lines"), _span([f.seq for f in group], "seq", "seq"),
              first.event_type]
     times = f" ×{len(group)}" if len(group) > 1 else ""
+    told = first.message
+    if any(finding.message != told for finding in group):
+        told += f" (the first of {len(group)}; the others differ in their numbers)"
     located = ", ".join(part for part in where if part)
-    return f"{located}: {first.severity}{times} [{first.code}] {first.message}" if located else (
-        f"{first.severity}{times} [{first.code}] {first.message}")
+    return f"{located}: {first.severity}{times} [{first.code}] {told}" if located else (
+        f"{first.severity}{times} [{first.code}] {told}")
 
 
 def _summary_line(totals: dict[str, Any]) -> str:
