@@ -355,3 +355,78 @@ def test_commands_read_the_session_root_without_a_path_and_pick_one_with_session
     assert digest.exit_code == 0 and digest.output.startswith("1.1#1\t")
     nothing = CliRunner().invoke(main, ["rebuild"])
     assert nothing.exit_code == 2 and "give a LOG, or --session ID" in nothing.output
+
+
+# -- a real home: several generations, a newer dsh, a corrupt session ------------------------------------------
+WILD_V4 = (Path(__file__).resolve().parents[2] / "shared" / "wild-logs" / "lyteboat-boat" / "examples" / "agents"
+           / "finance" / "evals" / "baseline" / "sessions")
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_logs" / "compaction-recovery"
+V2 = (Path(__file__).resolve().parent / "fixtures" / "generations" / "zsagi1368" / "packages" / "test-support"
+      / "session-snapshot" / "tests" / "fixtures" / "suite" / "pin-turn" / "session.v2.jsonl")
+
+
+@pytest.fixture
+def messy_home(tmp_path: Path) -> Path:
+    """A home as users have one: v0, v2, v3 and v4 sessions, one written by a newer dsh (v5), one torn in the
+    middle; returns its session root."""
+    root = tmp_path / "dsh" / "sessions"
+    placed = {"v0": (SAMPLES / "session.jsonl", "session.jsonl"), "v2": (V2, "session.v2.jsonl"),
+              "v3": (SAMPLES / "session.v3.jsonl", "session.v3.jsonl"),
+              "v4": (ZQ / "text-turn" / "session.v4.jsonl", "session.v4.jsonl")}
+    for name, (source, file) in placed.items():
+        put(root / f"--work-{name}--" / f"session-{name}" / file, with_header(source, f"session-{name}", "/w"), T0)
+    first, rest = (ZQ / "text-turn" / "session.v4.jsonl").read_bytes().split(b"\n", 1)
+    put(root / "--work-v5--" / "session-v5" / "session.v5.jsonl",
+        json.dumps({**json.loads(first), "version": 5}).encode() + b"\n" + rest, T0)
+    lines = (SAMPLES / "session.jsonl").read_bytes().splitlines()
+    put(root / "--work-torn--" / "session-torn" / "session.jsonl",
+        b"\n".join([*lines[:6], b'{"seq": 5, "type": "turn/start", "data": {', *lines[7:]]) + b"\n", T0)
+    return root
+
+
+NEWER = "uses log format v5, newer than any generation dsh-audit knows (v0 to v4)"
+TORN = "line 7: not valid JSON"
+
+
+def test_one_bad_session_never_hides_the_others_in_any_report(messy_home: Path, tmp_path: Path) -> None:
+    env = {"DSH_HOME": str(messy_home.parent), "COLUMNS": "400"}
+    readable = ["v0", "v2", "v3", "v4"]
+    for command in (["cache-report"], ["header-diff"]):
+        done = CliRunner().invoke(main, command, env=env)
+        assert done.exit_code == 0, done.output
+        assert f"{NEWER}" in done.stdout and TORN in done.stdout   # named in the view, with why
+        assert "2 log(s) could not be read and are not in the report" in done.stderr
+        machine = CliRunner().invoke(main, [*command, "--format", "json"], env=env)
+        assert machine.exit_code == 0
+        logs = {Path(row["log"]).parent.name for row in json.loads(machine.stdout)["rows"]}
+        assert logs >= {"session-v0", "session-v3"}   # (a v2 fixture with no request has no call, no header row)
+        assert "session-v5" not in logs and "session-torn" not in logs
+        said = machine.stderr.splitlines()
+        assert len(said) == 3 and NEWER in said[0] + said[1] and ":7: not valid JSON" in said[0] + said[1]
+    rows = json.loads(CliRunner().invoke(main, ["cache-report", "--rows", "logs", "--format", "json"],
+                                         env=env).stdout)["rows"]
+    assert sorted(Path(row["log"]).parent.name for row in rows) == [f"session-{name}" for name in readable]
+    page = tmp_path / "home.html"
+    report = CliRunner().invoke(main, ["report", "-o", str(page)], env=env)
+    assert report.exit_code == 0, report.output
+    html = page.read_text(encoding="utf-8")
+    assert 'id="unreadable"' in html and "newer than any generation" in html and "not valid JSON" in html
+    assert all(f"session-{name}" in html for name in readable)
+    listing = CliRunner().invoke(main, ["sessions"], env=env)
+    assert listing.exit_code == 0 and "6 session(s)" in listing.stdout and "2 unreadable" in listing.stdout
+    assert NEWER in listing.stdout and TORN in listing.stdout
+    gate = CliRunner().invoke(main, ["verify"], env=env)   # verify stays a gate
+    assert gate.exit_code == 2 and gate.stdout.count("UNREADABLE") == 2 and gate.stdout.count("\nok ") >= 3
+
+
+def test_a_gate_over_a_home_it_cannot_read_whole_says_so(messy_home: Path) -> None:
+    env = {"DSH_HOME": str(messy_home.parent)}
+    done = CliRunner().invoke(main, ["cache-report", "--fail-on-unexplained"], env=env)
+    assert done.exit_code == 2 and "--fail-on-unexplained: 2 log(s) could not be read" in done.stderr
+
+
+def test_nothing_readable_is_still_an_error(messy_home: Path) -> None:
+    torn = messy_home / "--work-torn--"
+    for command in (["cache-report", str(torn)], ["header-diff", str(torn)]):
+        done = CliRunner().invoke(main, command)
+        assert done.exit_code == 2 and TORN.replace("line 7", ":7") in done.stderr, done.output

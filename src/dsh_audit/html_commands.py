@@ -27,8 +27,8 @@ Examples:
   audit report ~/.dsh/sessions -o sessions.html   every session, with a sortable overview table
   audit report --session 3f2a -o 3f2a.html        the session whose id starts with 3f2a
 The file is self-contained: open it from disk, it loads nothing from the network.
-Exit codes: 0 written, 2 unreadable input, an unwritable output or bad usage, 3 internal error,
-130 interrupted.""")
+Exit codes: 0 written (a log that cannot be read is named in the page and left out), 2 nothing readable, an
+unwritable output or bad usage, 3 internal error, 130 interrupted.""")
 @LOGS_ARGUMENT
 @SESSION_OPTION
 @click.option("-o", "--out", required=True, type=click.Path(path_type=Path, allow_dash=True),
@@ -39,6 +39,7 @@ def report(logs: tuple[Path, ...], session: str | None, out: Path, all_generatio
     tokens split into cache read and miss, each collapse marked with its logged cause, header changes and
     compactions on the same axis, the cumulative cost, and verify's findings; for several sessions a table
     of them, sortable by cost, hit ratio and the rest. The figures are cache-report's, with its defaults."""
+    from .report_commands import tell_unreadable
     from .reports.cache_report import CacheOptions, build_cache_report
     from .reports.header_diff import build_header_diff
     from .reports.html import findings_frame, render_report, skipped_logs
@@ -48,10 +49,10 @@ def report(logs: tuple[Path, ...], session: str | None, out: Path, all_generatio
     check_output(out, inputs=paths, what="the report")   # before the work
     with paused_gc():
         cache = build_cache_report(paths, CacheOptions(), all_generations=all_generations)
-        headers = build_header_diff(paths, all_generations=all_generations)
+        headers = build_header_diff(paths, all_generations=all_generations, unreadable=[])
         verified = list(verify_paths(paths, keep_requests=False, all_generations=all_generations))
     document = render_report(cache, headers, findings_frame(verified), inputs=[str(p) for p in paths],
-                             skipped=skipped_logs(verified),
+                             skipped=skipped_logs(verified), unreadable=cache.unreadable,
                              overview=cache.logs.height > 1 or any(p.is_dir() for p in paths),
                              generator=_generator())
     size = write_output(out, document, inputs=paths, what="the report")   # a reader never sees half a report
@@ -59,4 +60,5 @@ def report(logs: tuple[Path, ...], session: str | None, out: Path, all_generatio
     click.echo(printable(f"wrote {out} ({count(size)}B): {cache.logs.height} session log(s), "
                          f"{totals['requests']} request(s), {totals['collapses']} collapse(s), "
                          f"cost {usd(totals['costUsd'])}"), err=is_stream(out))   # not into the page on stdout
+    tell_unreadable(cache.unreadable, listed=False)
     return EXIT_CLEAN

@@ -13,6 +13,7 @@ import polars as pl
 from .cli import ALL_GENERATIONS_OPTION, COLOR_OPTION, EXIT_CLEAN, LOGS_ARGUMENT, SESSION_OPTION, chosen_paths
 from .errors import DshAuditError
 from .progress_bar import byte_progress
+from .readers.discover import Unreadable
 from .reports import cache_view, header_view
 from .reports.cache_report import ROW_KINDS, SCHEMA_VERSION, UNEXPLAINED, CacheOptions, build_cache_report
 from .reports.header_diff import SCHEMA_VERSION as HEADER_SCHEMA_VERSION
@@ -48,7 +49,8 @@ Examples:
   audit header-diff session.jsonl                 what changed at each request/header
   audit header-diff --wide logs/                  every system-prompt diff line, every column
   audit header-diff --out changes.csv logs/       one row per changed field, as CSV
-Exit codes: 0 done, 2 unreadable input, unwritable --out or bad usage, 3 internal error, 130 interrupted.""")
+Exit codes: 0 done (a log that cannot be read is named and left out), 2 nothing readable, unwritable --out or
+bad usage, 3 internal error, 130 interrupted.""")
 @LOGS_ARGUMENT
 @SESSION_OPTION
 @FORMAT_OPTION
@@ -64,11 +66,26 @@ def header_diff(logs: tuple[Path, ...], session: str | None, fmt: str | None, ou
     chosen = output_format(fmt, out)
     paths = chosen_paths(logs, session)
     check_frame_output(chosen, out, paths)   # before the work
+    unreadable: list[Unreadable] = []
     with byte_progress(paths, "header-diff"):
-        frame = build_header_diff(paths, all_generations=all_generations)
+        frame = build_header_diff(paths, all_generations=all_generations, unreadable=unreadable)
     write_frame(frame, chosen, out, schema="dsh-audit/header-diff", version=HEADER_SCHEMA_VERSION,
-                table=_emit(lambda term: header_view.render(frame, term, wide=wide)), inputs=paths)
+                table=_emit(lambda term: header_view.render(frame, term, wide=wide, unreadable=unreadable)),
+                inputs=paths)
+    tell_unreadable(unreadable, listed=chosen == "table")
     return EXIT_CLEAN
+
+
+def tell_unreadable(unreadable: list[Unreadable], *, listed: bool) -> None:
+    """On stderr: each log a report left out, in one line (unless the report's own view lists them), then how
+    many. The report covers the rest and the command succeeds: only verify is a gate."""
+    if not unreadable:
+        return
+    if not listed:
+        for log in unreadable:
+            click.echo(printable(f"audit: {log.reason}"), err=True)
+    click.echo(f"audit: {len(unreadable)} log(s) could not be read and are not in the report"
+               + (" (each is named in it)" if listed else ""), err=True)
 
 
 def _prices(prices_file: Path | None, flat: tuple[float | None, float | None, float | None]) -> Prices | None:
@@ -100,8 +117,9 @@ Examples:
   audit cache-report --no-predict ~/.dsh          logged figures only, linear in the logs
   audit cache-report --rows logs --out logs.csv DIR        one row per log, as CSV
   audit cache-report --fail-on-unexplained DIR    exit 1 when a collapse has no logged cause
-Exit codes: 0 done, 1 an unexplained collapse with --fail-on-unexplained, 2 unreadable input, unwritable
---out or bad usage, 3 internal error, 130 interrupted.""")
+Exit codes: 0 done (a log that cannot be read is named and left out), 1 an unexplained collapse with
+--fail-on-unexplained, 2 nothing readable (with --fail-on-unexplained: any log unreadable), unwritable --out or
+bad usage, 3 internal error, 130 interrupted.""")
 @LOGS_ARGUMENT
 @SESSION_OPTION
 @FORMAT_OPTION
@@ -161,6 +179,9 @@ def cache_report(logs: tuple[Path, ...], session: str | None, fmt: str | None, o
     write_frame(report.rows(rows), chosen, out, schema=f"dsh-audit/cache-report/{rows}", version=SCHEMA_VERSION,
                 table=_emit(lambda term: cache_view.render(report, term, wide=wide)),
                 inputs=[*paths, *option_files])
+    tell_unreadable(report.unreadable, listed=chosen == "table")
+    if fail_on_unexplained and report.unreadable:   # a gate cannot say there is none in a log it did not read
+        raise DshAuditError(f"--fail-on-unexplained: {len(report.unreadable)} log(s) could not be read")
     unexplained = report.requests.filter(pl.col("collapse") & (pl.col("cause") == UNEXPLAINED)).to_dicts()
     if fail_on_unexplained and unexplained:
         named = "; ".join(f"{cache_view.call_name(row)} of {row['log']} (see {cache_view.explain_command(row)})"

@@ -12,11 +12,12 @@ a pipe or device below it could block or never end.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
-from dsh_audit.errors import LogReadError
+from dsh_audit.errors import DshAuditError, LogReadError
 from dsh_audit.generations import parse_log_name
 from dsh_audit.readers.jsonvalue import JsonProblem, JsonTooDeep, parse_json
 from dsh_audit.readers.sqlite import APPLICATION_ID, SQLITE_MAGIC
@@ -209,3 +210,46 @@ def no_log_below(directory: Path, discovery: Discovery) -> str:
     ignored = sum(path.is_relative_to(directory) for path in discovery.ignored)
     return "no dsh log below this directory" + (f" ({ignored} other .jsonl or database file(s), none a dsh log)"
                                                  if ignored else "")
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """A log (or a folder) a report could not read, and why, in one line that names it."""
+
+    label: str
+    reason: str
+
+
+def read_each(paths: Iterable[str | os.PathLike[str]], read: Callable[[Path], T], *,
+              all_generations: bool = False) -> tuple[list[T], list[Unreadable]]:
+    """`read` of every file discover_logs selects, and what could not be read: one unreadable, newer or corrupt
+    log never hides the others (a user's home is no curated folder). A folder that could not be listed, a
+    directory with no log, a generation stored twice and a file whose `read` raised (a DshAuditError or an
+    OSError) are each an Unreadable; `read` returns all of a file's result or raises, so nothing of it is kept
+    then. Only when nothing at all could be read is the first of them raised."""
+    discovery = discover_logs(paths, all_generations=all_generations)
+    failures: list[tuple[Unreadable, DshAuditError]] = []
+
+    def failed(label: Path, error: DshAuditError) -> None:
+        failures.append((Unreadable(str(label), str(error)), error))
+
+    for folder, why in sorted(discovery.unlisted.items()):
+        failed(folder, LogReadError(why, path=str(folder)))
+    for directory in discovery.empty:
+        failed(directory, LogReadError(no_log_below(directory, discovery), path=str(directory)))
+    results: list[T] = []
+    for file in discovery.files:
+        try:
+            if file in discovery.ambiguous:
+                raise LogReadError(discovery.ambiguous[file], path=str(file))
+            results.append(read(file))
+        except DshAuditError as error:
+            failed(file, error)
+        except OSError as error:   # a log the walk listed but cannot open now (its permissions, a race)
+            failed(file, LogReadError(f"cannot read: {error.strerror or error}", path=str(file)))
+    if failures and not results:
+        raise failures[0][1]
+    return results, [unreadable for unreadable, _ in failures]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,8 @@ from ..errors import DshAuditError
 from ..fastpath import Doubt, fast_calls
 from ..fold import Cause, RebuiltRequest
 from ..model_calls import Call, OtherCall, json_int, other_call
-from ..readers import discover, open_logs
+from ..readers import open_logs
+from ..readers.discover import Unreadable, read_each
 from ..records import LogSource
 from ..surface import derive_message
 from ..walker import Walker
@@ -122,6 +123,7 @@ class CacheReport:
     totals: pl.DataFrame
     block: int = DEFAULT_BLOCK
     block_basis: str = ""
+    unreadable: list[Unreadable] = field(default_factory=list)   # logs left out, each with why (read_each)
 
     def rows(self, kind: str) -> pl.DataFrame:
         if kind not in ROW_KINDS:
@@ -317,16 +319,21 @@ def _log_summary(source: LogSource, frame: pl.DataFrame) -> dict[str, Any]:
 
 def build_cache_report(paths: Iterable[str | os.PathLike[str]], options: CacheOptions = CacheOptions(), *,
                        on_log: Callable[[Path], None] | None = None, all_generations: bool = False) -> CacheReport:
-    """Every logged model call of every log at `paths`, and the per-log and overall summaries.
-    `on_log` is called once per file, after it is read (progress reporting). The block size, unless given, is
-    measured over every log's reads at once, then each log is judged."""
-    read: list[tuple[LogSource, pl.DataFrame]] = []
+    """Every logged model call of every log at `paths`, and the per-log and overall summaries; a log that cannot
+    be read is left out and named in `unreadable` (readers.discover.read_each). `on_log` is called once per file
+    read (progress reporting). The block size, unless given, is measured over every log's reads at once, then
+    each log is judged."""
     supplied = RealHeader(options.system, options.tools)
-    for file in discover(paths, all_generations=all_generations):
+
+    def frames_of(file: Path) -> list[tuple[LogSource, pl.DataFrame]]:
         real = sidecar_header(file) if options.sidecars else supplied
-        read.extend((source, _log_frame(source, options, real)) for source in open_logs(file))
+        frames = [(source, _log_frame(source, options, real)) for source in open_logs(file)]
         if on_log is not None:
             on_log(file)
+        return frames
+
+    per_file, unreadable = read_each(paths, frames_of, all_generations=all_generations)
+    read = [pair for pairs in per_file for pair in pairs]
     if options.block is not None:
         block, basis = options.block, "given (--block)"
     else:
@@ -337,7 +344,7 @@ def build_cache_report(paths: Iterable[str | os.PathLike[str]], options: CacheOp
     requests = pl.concat(frames) if frames else pl.DataFrame(schema=schema)
     totals = {"logs": len(summaries), **summarize(requests), "cacheBlock": block, "cacheBlockBasis": basis}
     return CacheReport(requests, rows_frame(summaries, LOG_COLUMNS),
-                       pl.DataFrame([totals], schema=TOTAL_COLUMNS, orient="row"), block, basis)
+                       pl.DataFrame([totals], schema=TOTAL_COLUMNS, orient="row"), block, basis, unreadable)
 
 
 def agreement(report: CacheReport, *, basis: str | None = None) -> tuple[int, int]:

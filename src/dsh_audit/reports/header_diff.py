@@ -21,10 +21,11 @@ from typing import Any
 import polars as pl
 from deepdiff import DeepDiff
 
-from ..errors import LogReadError
+from ..errors import DshAuditError, LogReadError
 from ..header import HeaderSnapshot, is_placeholder, system_text
 from ..jsjson import dumps
-from ..readers import discover, open_logs
+from ..readers import open_logs
+from ..readers.discover import Unreadable, read_each
 from ..readers.progress import watching
 from ..records import LogSource
 from ..walker import Walker
@@ -373,10 +374,11 @@ def _snapshot_rows(log: LogHeaders, snap: Snapshot, previous: Snapshot | None,
     return rows
 
 
-def _run_rows(members: list[LogHeaders]) -> list[dict[str, Any]]:
+def _run_rows(members: list[LogHeaders], unreadable: list[Unreadable]) -> list[dict[str, Any]]:
     """The rows of one run, log by log in the run's order. A parent is walked before its children (it leaves
     them their fork points); each log is walked once, and only a fork cycle (ids that name each other) walks a
-    parent twice."""
+    parent twice. A log that turns out unreadable on the way gives no rows and is added to `unreadable`; its
+    children are diffed as if it had no fork points."""
     index = {id(log): k for k, log in enumerate(members)}
     parents: list[tuple[int, str] | None] = []
     seeds: list[set[int]] = [set() for _ in members]
@@ -396,14 +398,18 @@ def _run_rows(members: list[LogHeaders]) -> list[dict[str, Any]]:
     def walk(k: int) -> None:
         start: tuple[Snapshot | None, str | None] = (None, None)
         parent = parents[k]
-        if parent is not None:
-            p, matched = parent
-            fork = points.get(p)
-            if fork is None:   # a cycle: its parent is walked for the fork points alone
-                fork = _walk(members[p], (None, None), seeds=seeds[p], watch=watch[p])
-            start = _fork_start(members[k], members[p], matched, fork)
         rows[k] = []
-        points[k] = _walk(members[k], start, seeds=seeds[k], watch=watch[k], rows=rows[k])
+        try:
+            if parent is not None:
+                p, matched = parent
+                fork = points.get(p)
+                if fork is None:   # a cycle: its parent is walked for the fork points alone
+                    fork = _walk(members[p], (None, None), seeds=seeds[p], watch=watch[p])
+                start = _fork_start(members[k], members[p], matched, fork)
+            points[k] = _walk(members[k], start, seeds=seeds[k], watch=watch[k], rows=rows[k])
+        except DshAuditError as error:
+            rows[k], points[k] = [], ForkPoints()
+            unreadable.append(Unreadable(members[k].label, str(error)))
 
     for k in range(len(members)):
         chain: list[int] = []   # k and its ancestors not walked yet, up to a walked one, a root or a cycle
@@ -417,13 +423,23 @@ def _run_rows(members: list[LogHeaders]) -> list[dict[str, Any]]:
     return [row for k in range(len(members)) for row in rows[k]]
 
 
-def build_header_diff(paths: Iterable[str | os.PathLike[str]], *, all_generations: bool = False) -> pl.DataFrame:
+def build_header_diff(paths: Iterable[str | os.PathLike[str]], *, all_generations: bool = False,
+                      unreadable: list[Unreadable] | None = None) -> pl.DataFrame:
     """The header-diff report over every log at `paths` (files or directories). One log file is open at a
     time, and memory holds the rows, one run's session headers and, per log walked, its latest snapshot and
-    its children's fork points."""
+    its children's fork points. Given an `unreadable` list, a log that cannot be read is left out and named
+    there (readers.discover.read_each); without one, it is an error."""
     runs: dict[Path, list[LogHeaders]] = {}
-    for file in discover(paths, all_generations=all_generations):
-        for log in _headers(file):
+    per_file, missed = read_each(paths, lambda file: (file, list(_headers(file))), all_generations=all_generations)
+    for file, logs in per_file:
+        for log in logs:
             runs.setdefault(_run_key(file), []).append(log)
-    rows = [row for members in runs.values() for row in _run_rows(members)]
+    broken: list[Unreadable] = []   # logs that failed on the way, after their header was read
+    rows = [row for members in runs.values() for row in _run_rows(members, broken)]
+    walked = sum(len(members) for members in runs.values()) - len(broken)
+    missed += broken
+    if missed and (unreadable is None or walked == 0):
+        raise LogReadError(missed[0].reason)
+    if unreadable is not None:
+        unreadable.extend(missed)
     return rows_frame(rows, COLUMNS) if rows else pl.DataFrame(schema=COLUMNS)

@@ -4,17 +4,19 @@ a unified diff."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import groupby
 from typing import Any
 
 import polars as pl
 
-from .views import Terminal, shown_path, wrap
+from ..readers.discover import Unreadable
+from .views import Terminal, shown_path, unreadable_lines, wrap
 
 DIFF_LINES = 20   # of a system-prompt diff shown before "… N more" (all of them with --wide)
 
 
-def render(frame: pl.DataFrame, term: Terminal, *, wide: bool = False) -> str:
+def render(frame: pl.DataFrame, term: Terminal, *, wide: bool = False, unreadable: Sequence[Unreadable] = ()) -> str:
     lines: list[str] = []
     rows = frame.to_dicts()
     for label, group in groupby(rows, key=lambda row: row["log"]):
@@ -26,6 +28,7 @@ def render(frame: pl.DataFrame, term: Terminal, *, wide: bool = False) -> str:
         lines.append("")
     if not rows:
         lines.append("no request/header in the log(s)")
+    lines += unreadable_lines(unreadable, term)
     return "\n".join(lines) + "\n"
 
 

@@ -23,11 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from ..readers.discover import Unreadable
 from ..text import printable
 from .cache_report import UNEXPLAINED, CacheReport
 from .cache_view import call_name
 from .render import rows_by, rows_frame
-from .views import count, percent, shown_path, usd
+from .views import count, located_error, percent, shown_path, usd
 
 if TYPE_CHECKING:
     from ..verify import LogReport
@@ -468,7 +469,8 @@ def plotly_bundle() -> tuple[str, str]:
 
 
 def render_report(report: CacheReport, headers: pl.DataFrame, findings: pl.DataFrame, *,
-                  inputs: Sequence[str] = (), skipped: Sequence[tuple[str, str]] = (), overview: bool | None = None,
+                  inputs: Sequence[str] = (), skipped: Sequence[tuple[str, str]] = (),
+                  unreadable: Sequence[Unreadable] = (), overview: bool | None = None,
                   generator: str = "dsh-audit", plotly_js: tuple[str, str] | None = None) -> str:
     """The whole page. `report`: build_cache_report's; `headers`: build_header_diff's over the same logs;
     `findings`: findings_frame(verify_paths(...)). `overview` (default: more than one log) adds the sortable
@@ -496,6 +498,10 @@ def render_report(report: CacheReport, headers: pl.DataFrame, findings: pl.DataF
                            for old, new in skipped)
     skipped_block = f'<details><summary>{len(skipped)} older generation(s) skipped</summary><ul>{skipped_note}</ul>' \
                     "</details>" if skipped else ""
+    unreadable_note = "".join(f"<li>{esc(shown_path(log.label))} — {esc(located_error(log.label, log.reason))}</li>"
+                              for log in unreadable)
+    unreadable_block = (f'<details open id="unreadable"><summary>{len(unreadable)} log(s) could not be read and are '
+                        f"not in this report</summary><ul>{unreadable_note}</ul></details>") if unreadable else ""
     show_overview = len(logs) > 1 if overview is None else overview
     policy = ("default-src 'none'; base-uri 'none'; form-action 'none'; img-src data: blob:; "
               "style-src 'unsafe-inline'; script-src " + _script_hash(script) + " " + _script_hash(RENDER_SCRIPT))
@@ -512,7 +518,7 @@ def render_report(report: CacheReport, headers: pl.DataFrame, findings: pl.DataF
         "collapse, coloured by its logged cause; ▼ a header change and ◆ a compaction in the lane above, with a "
         "guide line; the line is the cumulative cost (right axis). Hover for detail; drag to zoom, double-click "
         "to reset.</p>",
-        skipped_block, "</header>",
+        unreadable_block, skipped_block, "</header>",
         _overview(logs, names, findings) if show_overview else "",
         *sections,
         f"<script>{script}</script><script>{RENDER_SCRIPT}</script></body></html>\n",

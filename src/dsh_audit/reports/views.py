@@ -190,6 +190,18 @@ def _line(values: Sequence[str], columns: Sequence[Column], sizes: Sequence[int]
     return (indent + "  ".join(parts)).rstrip()
 
 
+def unreadable_lines(unreadable: Sequence[Any], term: Terminal) -> list[str]:
+    """The logs a report left out (readers.discover.Unreadable), each with why, in red."""
+    if not unreadable:
+        return []
+    lines = [term.style(line, fg="red", bold=True) for line in
+             wrap(f"{len(unreadable)} log(s) could not be read and are not in this report:", term.width, "")]
+    for log in unreadable:
+        lines += [term.style(line, fg="red") for line in
+                  wrap(f"{shown_path(log.label)}: {located_error(log.label, log.reason)}", term.width)]
+    return lines
+
+
 def located_error(label: str, error: str) -> str:
     """A log's error without the log's own path in front (the view shows it beside the log): `line N: why`."""
     located = re.match(rf"{re.escape(label)}(?::(\d+))?: ", error)
