@@ -26,28 +26,15 @@ from dsh_audit.readers.home import (
     session_root,
 )
 from dsh_audit.session_commands import humane_size
+from homebuilder import SAMPLE, ZQ, build_messy_home, put, with_header
 
 REPO = Path(__file__).resolve().parent.parent
-SAMPLE = REPO / "sample_logs" / "compaction-recovery"
-ZQ = REPO / "tests" / "fixtures" / "generations" / "zq0929" / "snapshots" / "sdk"
 
 ALPHA = "session-a1a1a1a1-0000-4000-8000-000000000001"   # v0 + v3 plain: the v3 is read
 BETA = "session-b2b2b2b2-0000-4000-8000-000000000002"    # v4, dsh's multi-frame zstd
 BETA2 = "session-b2b2c3c3-0000-4000-8000-000000000003"   # v4, one ordinary zstd frame
 GAMMA = "session-c4c4c4c4-0000-4000-8000-000000000004"   # v4 plain, no cwd, with a child log beside it
 BROKEN = "session-d5d5d5d5-0000-4000-8000-000000000005"  # corrupt zstd
-
-
-def with_header(source: Path, session_id: str, cwd: str | None) -> bytes:
-    """The log's bytes with a real id and cwd in its header (the fixtures carry placeholders)."""
-    first, rest = source.read_bytes().split(b"\n", 1)
-    header = json.loads(first)
-    header["id"] = session_id
-    if cwd is None:
-        header.pop("cwd", None)
-    else:
-        header["cwd"] = cwd
-    return json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode() + b"\n" + rest
 
 
 def dsh_frames(data: bytes, batch: int = 4) -> bytes:
@@ -71,13 +58,6 @@ def one_frame_in_blocks(data: bytes) -> bytes:
     blocks = [compressor.compress(line) + compressor.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
               for line in data.splitlines(keepends=True)]
     return b"".join(blocks) + compressor.flush()
-
-
-def put(path: Path, data: bytes, mtime: int) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
-    os.utime(path, (mtime, mtime))
-    return path
 
 
 @dataclass
@@ -358,30 +338,9 @@ def test_commands_read_the_session_root_without_a_path_and_pick_one_with_session
 
 
 # -- a real home: several generations, a newer dsh, a corrupt session ------------------------------------------
-WILD_V4 = (Path(__file__).resolve().parents[2] / "shared" / "wild-logs" / "lyteboat-boat" / "examples" / "agents"
-           / "finance" / "evals" / "baseline" / "sessions")
-SAMPLES = Path(__file__).resolve().parents[1] / "sample_logs" / "compaction-recovery"
-V2 = (Path(__file__).resolve().parent / "fixtures" / "generations" / "zsagi1368" / "packages" / "test-support"
-      / "session-snapshot" / "tests" / "fixtures" / "suite" / "pin-turn" / "session.v2.jsonl")
-
-
 @pytest.fixture
 def messy_home(tmp_path: Path) -> Path:
-    """A home as users have one: v0, v2, v3 and v4 sessions, one written by a newer dsh (v5), one torn in the
-    middle; returns its session root."""
-    root = tmp_path / "dsh" / "sessions"
-    placed = {"v0": (SAMPLES / "session.jsonl", "session.jsonl"), "v2": (V2, "session.v2.jsonl"),
-              "v3": (SAMPLES / "session.v3.jsonl", "session.v3.jsonl"),
-              "v4": (ZQ / "text-turn" / "session.v4.jsonl", "session.v4.jsonl")}
-    for name, (source, file) in placed.items():
-        put(root / f"--work-{name}--" / f"session-{name}" / file, with_header(source, f"session-{name}", "/w"), T0)
-    first, rest = (ZQ / "text-turn" / "session.v4.jsonl").read_bytes().split(b"\n", 1)
-    put(root / "--work-v5--" / "session-v5" / "session.v5.jsonl",
-        json.dumps({**json.loads(first), "version": 5}).encode() + b"\n" + rest, T0)
-    lines = (SAMPLES / "session.jsonl").read_bytes().splitlines()
-    put(root / "--work-torn--" / "session-torn" / "session.jsonl",
-        b"\n".join([*lines[:6], b'{"seq": 5, "type": "turn/start", "data": {', *lines[7:]]) + b"\n", T0)
-    return root
+    return build_messy_home(tmp_path / "dsh" / "sessions")
 
 
 NEWER = "uses log format v5, newer than any generation dsh-audit knows (v0 to v4)"

@@ -23,11 +23,12 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from browser import PageResult, find_chromium, install_chromium, open_report
+from browser import PageResult, browser_session, find_chromium, install_chromium, load, open_report
 from conftest_reference import LOGS_ROOT, in_ci, require_corpus
 from dsh_audit.cli import main
 from dsh_audit.reports.cache_report import CacheOptions, build_cache_report
 from dsh_audit.reports.html import display_names, esc, label_text, script_json
+from homebuilder import build_messy_home
 from logbuilder import LogBuilder
 from test_cache_report import TOOL_A, turn, write_jsonl
 from test_views import collapsing_log
@@ -271,3 +272,19 @@ def test_the_figures_are_cache_reports_with_its_defaults(tmp_path: Path, monkeyp
     monkeypatch.setattr(cache_report, "build_cache_report", spy)
     write_report(tmp_path, collapsing_log(tmp_path), name="plain.html")
     assert asked == [CacheOptions()]
+
+
+def test_a_home_with_unreadable_sessions_names_them_on_the_page(chromium: None, tmp_path: Path) -> None:
+    """A newer dsh's session and a torn one are named in an open box at the top; the four readable are drawn."""
+    from selenium.webdriver.common.by import By
+
+    page = tmp_path / "home.html"
+    done = CliRunner().invoke(main, ["report", str(build_messy_home(tmp_path / "sessions")), "-o", str(page)])
+    assert done.exit_code == 0, done.output
+    with browser_session() as driver:
+        load(driver, page)
+        box = driver.find_element(By.ID, "unreadable")
+        assert box.is_displayed() and box.get_attribute("open") is not None
+        assert "2 log(s) could not be read" in box.text and "format v5" in box.text and "not valid JSON" in box.text
+        assert len(driver.find_elements(By.CSS_SELECTOR, "section.session")) == 4
+        driver.save_screenshot(str(tmp_path / "home.png"))
