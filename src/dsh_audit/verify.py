@@ -210,7 +210,8 @@ def _verified(files: list[Path], ambiguous: dict[Path, str], message_prefix: str
         return
     for known in generations():   # load the schemas once, before the workers fork, not once per worker
         vocabulary(known.version)
-    fastpath.preload()   # and the fast path's generated decoders
+    # The fast path's decoders are left to the workers: each builds those of the generations it meets, in
+    # parallel, where building all five here first (about a second) was serial start-up for every run.
     # Standard input and pipes are read here: a worker's stdin is not ours, and a pipe is read once.
     here = {path for path in files if path in ambiguous or is_stream(path)}
     with ProcessPoolExecutor(max_workers=workers) as pool:

@@ -20,10 +20,8 @@ from ..model_calls import Call
 from ..records import LogSource, RequestDigest
 from .calls import read_calls, reading
 from .lines import Doubt
-from .types import fast_types
-from .verifier import SUPPORTED
 
-__all__ = ["SWITCH", "Decided", "Doubt", "decide", "fast_calls", "fast_verify", "preload"]
+__all__ = ["SWITCH", "Decided", "Doubt", "decide", "fast_calls", "fast_verify"]
 
 SWITCH = "DSH_AUDIT_FAST_PATH"
 
@@ -53,12 +51,6 @@ def fast_calls(source: LogSource, *, message_prefix: str = "legacy") -> Iterator
     if os.environ.get(SWITCH) == "0":
         return None
     return read_calls(source, message_prefix)
-
-
-def preload() -> None:
-    """Generate every supported generation's decoders now (before `verify -j` forks its workers)."""
-    for version in SUPPORTED:
-        fast_types(version)
 
 
 def decide(source: LogSource, *, message_prefix: str = "legacy", keep_requests: bool = True) -> Decided | str:
