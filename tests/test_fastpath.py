@@ -687,3 +687,16 @@ def test_v4_edits(generated: dict[str, Path], name: str, tmp_path: Path) -> None
     found = check(path)
     assert isinstance(found, Decided) == accepted, (name, found)
     assert {f.code for f in full_report(path).findings} == codes, name
+
+
+@pytest.mark.parametrize("before_sent", [True, False], ids=["before-it-was-sent", "after-it-was-sent"])
+def test_a_rewrite_before_a_node_is_sent_extends_in_both_engines(before_sent: bool, tmp_path: Path) -> None:
+    """issue 17: extends_previous asks whether the predecessor's messages are still the prefix, in both engines."""
+    from test_fold import pruned_log
+
+    log, _ = pruned_log(before_sent=before_sent)
+    path = tmp_path / "session.jsonl"
+    path.write_text("\n".join(json.dumps(row) for row in [log.header, *log.events]) + "\n", encoding="utf-8")
+    found = check(path)
+    assert isinstance(found, Decided), found
+    assert found.requests[-1].extends_previous is before_sent

@@ -265,3 +265,45 @@ def test_a_child_log_marks_its_lineage_requests_as_the_parents() -> None:
     assert (first.inherited, first.owner) == (True, "parent")
     assert (second.inherited, second.owner) == (False, "child")
     assert [c.kind for c in second.causes] == ["end-seed", "resume"]
+
+
+def pruned_log(*, before_sent: bool) -> tuple[LogBuilder, int]:
+    """A tool result rewritten by the pruner (a single-node replace, content only): before the request that first
+    sends it, or after that request."""
+    tool = {"name": "read", "description": "read a file", "parameters": {"type": "object", "properties": {}}}
+    log = LogBuilder()
+    log.add("turn/start", {"turn": 1})
+    log.add("step/start", {"turn": 1, "step": 1})
+    log.user("read it")
+    log.header_event("initial", tools=[tool])
+    log.response(1, 1, "reading", tool_calls=[("c1", "read")])
+    result = log.tool_result(1, 1, "c1", "a long file " * 50)
+    log.add("step/end", {"turn": 1, "step": 1})
+    log.add("step/start", {"turn": 1, "step": 2})
+    if not before_sent:
+        log.response(1, 2, "read")
+        log.add("step/end", {"turn": 1, "step": 2})
+        log.add("step/start", {"turn": 1, "step": 3})
+    pruned = log.tool_result(1, 1, "c1", "[pruned]", surfaceOp={"op": "replace", "start": result, "end": result},
+                             sourceEventSeqs=[result])
+    original = next(event for event in log.events if event.get("seq") == result)
+    log.events[-1]["data"]["message"]["id"] = original["data"]["message"]["id"]   # a rewrite changes only content
+    log.response(1, 3 if not before_sent else 2, "done")
+    log.add("step/end", {"turn": 1, "step": 3 if not before_sent else 2})
+    log.add("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    return log, pruned
+
+
+@pytest.mark.parametrize("before_sent", [True, False], ids=["before-it-was-sent", "after-it-was-sent"])
+def test_a_rewrite_of_what_no_request_sent_yet_is_an_append(before_sent: bool) -> None:
+    """issue 17: the pruner rewriting a tool result before it was first sent leaves the wire an append-extension;
+    a rewrite of a message an earlier request sent breaks it. Either way the replace is the logged cause."""
+    log, pruned = pruned_log(before_sent=before_sent)
+    assert codes(log) == []
+    requests = requests_of(log, bodies=True)
+    last, previous = requests[-1], requests[-2]
+    assert last.extends_previous is before_sent
+    assert [c.kind for c in last.causes] == ["replace"] and last.causes[0].seq == pruned
+    previous_messages, messages = body(previous)["messages"], body(last)["messages"]
+    assert isinstance(previous_messages, list) and isinstance(messages, list)
+    assert (messages[:len(previous_messages)] == previous_messages) is before_sent   # what the wire shows

@@ -165,7 +165,6 @@ class RequestFold:
         self.pending_causes: list[Cause] = []
         self.previous_header: HeaderSnapshot | None = None
         self.previous_count = 0
-        self.previous_generation = 0
         self.requests_emitted = 0
         self._running = RunningDigest()
         self._prefix: tuple[HeaderSnapshot, list[bytes]] | None = None  # a header and its serialized prefix
@@ -374,9 +373,7 @@ class RequestFold:
         first = self.requests_emitted == 0
         previous = self.previous_header
         same_header = same_envelope(header, previous)
-        grew = (self.surface.generation == self.previous_generation
-                and len(self.surface.visible) >= self.previous_count)
-        request.extends_previous = not first and same_header and grew
+        request.extends_previous = not first and same_header and self.surface.extends(self.previous_count)
         request.causes = causes
         unexplained = not any(c.kind != "initial" for c in causes)
         if not first and not request.extends_previous and unexplained and header is not None:
@@ -384,4 +381,4 @@ class RequestFold:
                          "event explains it", seq=request.dispatch_seq, event_type=request.dispatch_type)
         self.previous_header = header
         self.previous_count = len(self.surface.visible)
-        self.previous_generation = self.surface.generation
+        self.surface.settled()

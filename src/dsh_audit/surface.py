@@ -106,6 +106,7 @@ class Surface:
         self.messages: dict[int, bytes | None] = {}     # node seq -> serialized message (None: projects nothing)
         self.tool_results: dict[int, Any] = {}          # node seq -> data, kept for rewrite checks
         self.generation = 0                              # bumps on every replace
+        self.changed_from: int | None = None   # the lowest `visible` index a replace changed since `settled()`
         self.visible: list[bytes] = []                   # serialized messages in surface order
         self._keys: list[int] = []           # order key of each node, parallel to `nodes`
         self._visible_keys: list[int] = []   # order key of the node behind each message, parallel to `visible`
@@ -113,6 +114,15 @@ class Surface:
         self._repeated: set[int] = set()     # seqs live more than once (a malformed log repeats seqs)
         self._next_key = 0
         self._pinned = False
+
+    def extends(self, count: int) -> bool:
+        """Whether the first `count` visible messages are still those they were at the last `settled()`: a
+        replace of only what came after them (a tool result rewritten before it was ever sent) extends them."""
+        return len(self.visible) >= count and (self.changed_from is None or self.changed_from >= count)
+
+    def settled(self) -> None:
+        """A request was sent: `extends` now asks about the messages it holds."""
+        self.changed_from = None
 
     def pinned_visible(self) -> list[bytes]:
         """`visible`, for a holder that keeps it: the next replace leaves this list's messages as they are."""
@@ -193,6 +203,8 @@ class Surface:
         message = self.messages[seq]
         low, high = bisect_left(self._visible_keys, key), bisect_right(self._visible_keys, last)
         joined = [] if message is None else [message]
+        if joined or high > low:   # the messages from `low` on are not those any earlier request was sent
+            self.changed_from = low if self.changed_from is None else min(self.changed_from, low)
         self._visible_keys[low:high] = [key] if joined else []
         if self._pinned:   # a holder keeps the old list as it is: copy, once until it is handed out again
             self.visible = [*self.visible[:low], *joined, *self.visible[high:]]

@@ -186,7 +186,7 @@ class FastVerifier:
         self.pending_causes: list[Cause] = []
         self.previous_header: HeaderSnapshot | None = None
         self.previous_count = 0
-        self.previous_generation = 0
+        self.changed_from: int | None = None   # the lowest visible index a replace changed since the last request
         self._running = RunningDigest()
         # the surface
         self.nodes: list[int] = []
@@ -705,7 +705,11 @@ class FastVerifier:
             if _masked_tool_result(before) != _masked_tool_result(orjson.loads(line)["data"]):
                 raise Doubt("tool/result rewrite changes more than content")
             self.tool_lines[seq] = line
-        self.messages[seq] = message
+        messages = self.messages
+        if message is not None or any(messages[node] is not None for node in shadowed):   # (surface.Surface)
+            first = sum(messages[node] is not None for node in nodes[:i])   # the visible index the replace starts at
+            self.changed_from = first if self.changed_from is None else min(self.changed_from, first)
+        messages[seq] = message
         if i == 0 and self.protect_head:
             self.head_is_system = kind == "system/message"
         nodes[i:j + 1] = [seq]
@@ -742,14 +746,15 @@ class FastVerifier:
         first = self.request_count == 0
         previous = self.previous_header
         same_header = same_envelope(header, previous)
-        grew = self.surface_generation == self.previous_generation and len(self.visible) >= self.previous_count
+        grew = len(self.visible) >= self.previous_count and (self.changed_from is None
+                                                             or self.changed_from >= self.previous_count)
         request.extends_previous = not first and same_header and grew
         request.causes = causes
         if not first and not request.extends_previous and not any(c.kind != "initial" for c in causes):
             raise Doubt("prefix break")
         self.previous_header = header
         self.previous_count = len(self.visible)
-        self.previous_generation = self.surface_generation
+        self.changed_from = None
         self.current = request
         self.request_count += 1
 
