@@ -93,8 +93,12 @@ def test_resume_is_the_named_cause() -> None:
     log = steady_log()
     turn(log, 3, "after restart", 0, reason="resume", tools=[TOOL_A], temperature=0.5)
     found = rows(log)
-    assert collapses(found) == [(3, "header-change")]   # a resume with drift: the drift is named
-    assert found[-1]["causeDetail"].startswith("seq") and "resume: config.temperature" in found[-1]["causeDetail"]
+    assert collapses(found) == [(3, "resume")]   # a resume with an option's drift: the prompt extends, the resume
+    assert "no prefix break: seq" in found[-1]["causeDetail"] and "resume: config.temperature" in found[-1][
+        "causeDetail"]                            # is the boundary, the drift is logged beside it
+    drifted = steady_log()
+    turn(drifted, 3, "after restart", 0, reason="resume", tools=[TOOL_B])
+    assert collapses(rows(drifted)) == [(3, "resume+header-change")]   # the prompt itself changed at the resume
     quiet = steady_log()
     turn(quiet, 3, "after restart", 0, reason="resume", tools=[TOOL_A])
     assert collapses(rows(quiet)) == [(3, "resume")]
@@ -162,8 +166,8 @@ def test_placeholders_are_flagged_not_guessed() -> None:
     turn(log, 1, "hi", 0, reason="initial", system="{{system}}", tools="{{tools}}")
     (first,) = rows(log)
     assert not first["approximate"]             # nothing is counted for a first request
-    turn(log, 2, "and now", 0, reason="change", system="{{system}}", tools="{{tools}}", temperature=0.1)
-    scrubbed = rows(log)[1]                      # a header change: counted, on what the log holds
+    turn(log, 2, "and now", 0, reason="change", system="{{system:2}}", tools="{{tools}}")
+    scrubbed = rows(log)[1]                      # a prompt change: counted, on what the log holds
     assert scrubbed["expectedBasis"] == "tokenized" and scrubbed["approximate"]
     assert "{{system}}" in scrubbed["note"] and "tools scrubbed" in scrubbed["note"]
     real = log_rows(log.source(), CacheOptions(system="You are helpful.", tools=[TOOL_A]))[1]

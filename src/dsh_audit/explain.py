@@ -27,6 +27,7 @@ EXCERPT = 40   # characters shown each side of a divergence
 
 # The event type each logged cause stands for (fold.Cause.kind); a replace names its own type in its detail.
 _CAUSE_TYPES = {"initial": "request/header", "resume": "request/header", "header-change": "request/header",
+                "options-change": "request/header",
                 "model-change": "request/header", "system-change": "system/message",
                 "end-seed": "session/end-seed"}
 

@@ -20,7 +20,16 @@ from typing import Any
 
 from .findings import Finding, Report
 from .generations import Generation
-from .header import HeaderSnapshot, changed_fields, is_placeholder, same_envelope, snapshot, system_text
+from .header import (
+    OPTION_FIELDS,
+    HeaderSnapshot,
+    changed_fields,
+    is_placeholder,
+    same_envelope,
+    same_prompt,
+    snapshot,
+    system_text,
+)
 from .jsjson import dumps_bytes
 from .records import LogRecord
 from .surface import Surface, SurfaceError
@@ -34,7 +43,8 @@ SETTLEMENTS = ("assistant/message", "assistant/attempt")
 class Cause:
     """A logged event that explains why a request is not an append-extension of its predecessor."""
 
-    kind: str  # "header-change" | "resume" | "initial" | "replace" | "system-change" | "end-seed" | "model-change"
+    kind: str  # "header-change" | "options-change" | "model-change" | "resume" | "initial" | "replace" |
+    #            "system-change" | "end-seed"
     seq: int
     detail: str = ""
 
@@ -93,20 +103,25 @@ class RebuiltRequest:
 OnFinding = Callable[[Finding], None]
 
 
-def header_cause(old: HeaderSnapshot | None, new: HeaderSnapshot, seq: int) -> Cause | None:
+def header_causes(old: HeaderSnapshot | None, new: HeaderSnapshot, seq: int) -> list[Cause]:
     """Why the next request may not extend the last one, when header `new` (at `seq`) follows `old`: the first
-    header, a changed field (the model's or provider's is a model change), or a resume restating it; else None."""
+    header; a resume (a new process: a boundary whatever it restates); a changed field (the model's or
+    provider's is a model change; request options alone are an options change, which leaves the prompt as it
+    was). None of them: []."""
     if old is None:
-        return Cause(new.reason, seq, "first request/header")
+        return [Cause(new.reason, seq, "first request/header")]
+    causes = []
+    if new.reason == "resume":
+        causes.append(Cause("resume", seq, "resume header" + (" identical to its predecessor"
+                                                              if same_envelope(old, new) else "")))
     if not same_envelope(old, new):
         fields = changed_fields(old.header, new.header)
         if old.message_prefix != new.message_prefix:
             fields.append("messagePrefix")
-        kind = "model-change" if "config.model" in fields or "config.provider" in fields else "header-change"
-        return Cause(kind, seq, f"{new.reason}: " + ", ".join(fields))
-    if new.reason == "resume":
-        return Cause("resume", seq, "resume header identical to its predecessor")
-    return None
+        kind = ("model-change" if "config.model" in fields or "config.provider" in fields
+                else "options-change" if fields and set(fields) <= OPTION_FIELDS else "header-change")
+        causes.append(Cause(kind, seq, f"{new.reason}: " + ", ".join(fields)))
+    return causes
 
 
 class RunningDigest:
@@ -275,9 +290,7 @@ class RequestFold:
         data = event["data"]
         new = snapshot(seq, data, system=self.generation.system_prompt == "header",
                        prefix=self.generation.message_prefix)
-        cause = header_cause(self.header, new, seq)
-        if cause is not None:
-            self.pending_causes.append(cause)
+        self.pending_causes += header_causes(self.header, new, seq)
         self.header = new
 
     # -- attempts ----------------------------------------------------------------------------------------
@@ -372,7 +385,7 @@ class RequestFold:
         causes, self.pending_causes = self.pending_causes, []
         first = self.requests_emitted == 0
         previous = self.previous_header
-        same_header = same_envelope(header, previous)
+        same_header = same_prompt(header, previous)   # request options aside: the cache is on the prompt
         request.extends_previous = not first and same_header and self.surface.extends(self.previous_count)
         request.causes = causes
         unexplained = not any(c.kind != "initial" for c in causes)

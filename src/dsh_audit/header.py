@@ -91,6 +91,30 @@ def same_envelope(a: HeaderSnapshot | None, b: HeaderSnapshot | None) -> bool:
         header_equals(a.header, b.header) and a.message_prefix == b.message_prefix))
 
 
+# What a request/header holds beside the prompt: request options. The provider's prefix cache is on the prompt
+# (DeepSeek's Context Caching guide, api-docs.deepseek.com/guides/kv_cache: hits are prefixes of the messages,
+# persisted at the end of the user input and of the output; it names no request parameter), so a change of
+# these alone never breaks it (docs/cache-report.md).
+OPTION_KEYS = ("reasoningEffort", "temperature", "maxTokens", "stop")
+OPTION_FIELDS = frozenset({*(f"config.{key}" for key in OPTION_KEYS), "adapterDefaults"})
+
+
+def same_prompt(a: HeaderSnapshot | None, b: HeaderSnapshot | None) -> bool:
+    """Whether two header snapshots give the provider the same prompt: provider and model, system, tools and the
+    prepended messages, request options (OPTION_FIELDS) aside."""
+    if a is None or b is None:
+        return False
+    if a is b:
+        return True
+    ca, cb = a.header.get("config") or {}, b.header.get("config") or {}
+    if not isinstance(ca, dict) or not isinstance(cb, dict):
+        return dumps(ca) == dumps(cb) and same_envelope(a, b)
+    return (all(_same_json(ca, cb, key) for key in ("provider", "model"))
+            and a.header.get("system") == b.header.get("system")
+            and dumps(a.header.get("tools") or []) == dumps(b.header.get("tools") or [])
+            and a.message_prefix == b.message_prefix)
+
+
 def header_equals(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Field-wise equality as the reference defines it; key order matters inside tool schemas."""
     ca, cb = a.get("config") or {}, b.get("config") or {}

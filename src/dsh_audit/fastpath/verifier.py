@@ -25,9 +25,9 @@ from typing import Any
 import msgspec
 import orjson
 
-from ..fold import Cause, RebuiltRequest, RequestParts, RunningDigest, header_cause
+from ..fold import Cause, RebuiltRequest, RequestParts, RunningDigest, header_causes
 from ..generations import Generation
-from ..header import HeaderSnapshot, is_placeholder, same_envelope, snapshot, system_text
+from ..header import HeaderSnapshot, is_placeholder, same_prompt, snapshot, system_text
 from ..jsjson import dumps_bytes
 from ..model_calls import Call, StoredMessage, other_call
 from ..readers.jsonvalue import deeper_than, parse_json
@@ -477,9 +477,7 @@ class FastVerifier:
         new = snapshot(seq, data, system=self.header_system, prefix=self.generation.message_prefix)
         if new.message_prefix is not None and new.message_prefix != []:
             raise Doubt("header messagePrefix")
-        cause = header_cause(self.header, new, seq)
-        if cause is not None:
-            self.pending_causes.append(cause)
+        self.pending_causes += header_causes(self.header, new, seq)
         self.header = new
 
     def _request_context(self, event: Any, seq: int, line: bytes) -> None:
@@ -745,7 +743,7 @@ class FastVerifier:
         causes, self.pending_causes = self.pending_causes, []
         first = self.request_count == 0
         previous = self.previous_header
-        same_header = same_envelope(header, previous)
+        same_header = same_prompt(header, previous)
         grew = len(self.visible) >= self.previous_count and (self.changed_from is None
                                                              or self.changed_from >= self.previous_count)
         request.extends_previous = not first and same_header and grew

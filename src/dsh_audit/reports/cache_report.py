@@ -42,7 +42,8 @@ SCHEMA_VERSION = 3   # of the columns below; docs/cache-report.md says what each
 
 # Logged cause kinds (fold.Cause.kind) as the report names them.
 CAUSE_NAMES = {"initial": "first-request", "resume": "resume", "end-seed": "resume-or-fork",
-               "header-change": "header-change", "model-change": "model-change", "replace": "compaction-replace",
+               "header-change": "header-change", "options-change": "options-change", "model-change": "model-change",
+               "replace": "compaction-replace",
                "system-change": "system-prompt-change"}
 UNEXPLAINED = "unexplained"
 
@@ -162,6 +163,23 @@ def _causes(causes: list[Cause]) -> tuple[str | None, str | None]:
     return "+".join(names), "; ".join(f"seq {c.seq}: {c.detail}" for c in causes)
 
 
+# A new process or a fork: the provider's cache may be cold however the prompt continues.
+BOUNDARIES = frozenset({"resume", "end-seed"})
+
+
+def _request_cause(request: RebuiltRequest) -> tuple[str | None, str | None]:
+    """The logged causes that can explain a collapse at `request`, named, and the detail of every logged one.
+    Where the prompt extends its predecessor's (a change of request options, a rewrite of what was never sent),
+    only a boundary can; the rest is logged beside it as no prefix break."""
+    if not request.extends_previous:
+        return _causes(request.causes)
+    cause, detail = _causes([c for c in request.causes if c.kind in BOUNDARIES])
+    _, moot = _causes([c for c in request.causes if c.kind not in BOUNDARIES])
+    if moot is not None:
+        detail = "; ".join(part for part in (detail, f"logged, no prefix break: {moot}") if part)
+    return cause, detail
+
+
 def _ratio(reads: int | None, fresh: int | None) -> float | None:
     """Share of the prompt served from cache; `inputTokens` excludes the cached tokens."""
     if reads is None or fresh is None or reads + fresh == 0:
@@ -209,7 +227,7 @@ class _LogRows:
         expected = self.predictor.expect(request, answer)
         priced = self._priced(request.model, request.time, request.usage)
         notes = expected.notes + ([] if request.usage is not None else ["no usage logged"])
-        cause, detail = _causes(request.causes)
+        cause, detail = _request_cause(request)
         if self.first and cause is None:
             cause = "first-request"
         row = {
