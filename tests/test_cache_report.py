@@ -333,3 +333,29 @@ def test_no_predict_keeps_logged_figures_collapses_and_causes() -> None:
     turn(tool_change, 3, "more", 0, reason="change", tools=[TOOL_A, TOOL_B])
     lean = rows(tool_change, predict=False)[-1]
     assert lean["expectedBasis"] is None and "not tokenized" in lean["note"]
+
+
+def test_the_same_event_has_the_same_cause_in_every_generation(tmp_path: Path) -> None:
+    """issue 17, item 5: a model switch (the persona names the model, so the prompt changes too) is one event,
+    named alike whether the prompt is the header's system (v0) or a replaced system/message head (v3, v4)."""
+    from genbuilder import GenLog
+
+    v0 = LogBuilder()
+    v0.simple_turn(1, "hello", "hi", header_reason="initial", system="You are model A.")
+    v0.simple_turn(2, "again", "sure", header_reason="change", system="You are model B.", model="model-b")
+    named = {0: [row["cause"] for row in rows(v0)]}
+    for version in (3, 4):
+        log = GenLog(version)
+        log.turn(1, "hello", "hi", head="You are model A.")
+        head = next(e["seq"] for e in log.events if e["type"] == "system/message")
+        log.add("turn/start", {"turn": 2})
+        log.add("step/start", {"turn": 2, "step": 1})
+        log.system(2, 1, "You are model B.", replaces=head)
+        log.user(2, "again")
+        log.header_event("change", model="model-b")
+        log.response(2, 1, "sure")
+        log.add("step/end", {"turn": 2, "step": 1})
+        log.add("turn/end", {"turn": 2, "reason": {"kind": "completed"}})
+        path = log.write(tmp_path / f"session.v{version}.jsonl")
+        named[version] = [row["cause"] for row in build_cache_report([path]).requests.to_dicts()]
+    assert named[0] == named[3] == named[4] == ["first-request", "system-prompt-change+model-change"], named

@@ -25,11 +25,10 @@ from .walker import Walker
 
 EXCERPT = 40   # characters shown each side of a divergence
 
-# The event type each logged cause stands for (fold.Cause.kind); a replace names its own type in its detail.
+# The event type each logged cause stands for (fold.Cause.kind); a replace, and a system-change (a v3 head
+# replaced, or a v0 header's system), name their own type first in their detail.
 _CAUSE_TYPES = {"initial": "request/header", "resume": "request/header", "header-change": "request/header",
-                "options-change": "request/header",
-                "model-change": "request/header", "system-change": "system/message",
-                "end-seed": "session/end-seed"}
+                "options-change": "request/header", "model-change": "request/header", "end-seed": "session/end-seed"}
 
 
 @dataclass(frozen=True, slots=True)

@@ -105,9 +105,9 @@ OnFinding = Callable[[Finding], None]
 
 def header_causes(old: HeaderSnapshot | None, new: HeaderSnapshot, seq: int) -> list[Cause]:
     """Why the next request may not extend the last one, when header `new` (at `seq`) follows `old`: the first
-    header; a resume (a new process: a boundary whatever it restates); a changed field (the model's or
-    provider's is a model change; request options alone are an options change, which leaves the prompt as it
-    was). None of them: []."""
+    header; a resume (a new process: a boundary whatever it restates); a changed system prompt (named as a v3
+    head's replacement is); other changed fields (the model's or provider's is a model change; request options
+    alone are an options change, which leaves the prompt as it was). None of them: []."""
     if old is None:
         return [Cause(new.reason, seq, "first request/header")]
     causes = []
@@ -118,9 +118,13 @@ def header_causes(old: HeaderSnapshot | None, new: HeaderSnapshot, seq: int) -> 
         fields = changed_fields(old.header, new.header)
         if old.message_prefix != new.message_prefix:
             fields.append("messagePrefix")
-        kind = ("model-change" if "config.model" in fields or "config.provider" in fields
-                else "options-change" if fields and set(fields) <= OPTION_FIELDS else "header-change")
-        causes.append(Cause(kind, seq, f"{new.reason}: " + ", ".join(fields)))
+        if "system" in fields:   # the same word as a v3 system/message head replaced: one event, one name
+            fields.remove("system")
+            causes.append(Cause("system-change", seq, f"request/header {new.reason}: system"))
+        if fields or not causes:
+            kind = ("model-change" if "config.model" in fields or "config.provider" in fields
+                    else "options-change" if fields and set(fields) <= OPTION_FIELDS else "header-change")
+            causes.append(Cause(kind, seq, f"{new.reason}: " + ", ".join(fields)))
     return causes
 
 
