@@ -359,3 +359,13 @@ def test_the_same_event_has_the_same_cause_in_every_generation(tmp_path: Path) -
         path = log.write(tmp_path / f"session.v{version}.jsonl")
         named[version] = [row["cause"] for row in build_cache_report([path]).requests.to_dicts()]
     assert named[0] == named[3] == named[4] == ["first-request", "system-prompt-change+model-change"], named
+
+
+@pytest.mark.parametrize("name", ["session.jsonl", "session.v3.jsonl"])
+def test_calls_are_listed_in_dispatch_order(name: str) -> None:
+    """issue 17, item 4: the compaction an overflow triggered comes after the failed request that caused it (v0
+    hands a request out only when it closes, after the compaction was logged)."""
+    sample = Path(__file__).resolve().parents[1] / "sample_logs" / "compaction-recovery" / name
+    found = build_cache_report([sample]).requests.to_dicts()
+    assert [row["seq"] for row in found] == sorted(row["seq"] for row in found)
+    assert [row["kind"] for row in found] == ["request", "request", "compaction", "request"]

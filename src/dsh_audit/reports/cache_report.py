@@ -275,11 +275,13 @@ def _log_frame(source: LogSource, options: CacheOptions, real: RealHeader) -> pl
 
 
 def _frame(rows: Iterator[dict[str, Any]], schema: dict[str, Any]) -> pl.DataFrame:
-    """Rows in a frame, a batch at a time: memory holds the columns plus one batch of dicts."""
+    """Rows in a frame, a batch at a time: memory holds the columns plus one batch of dicts. In dispatch order:
+    a request is handed out when it closes, so a call made while it was open (the compaction an overflow
+    triggered) came first; requests keep their own order, which the judgement of each reads."""
     batches = []
     while batch := list(islice(rows, _ROW_BATCH)):
         batches.append(rows_frame(batch, schema))
-    return pl.concat(batches) if batches else pl.DataFrame(schema=schema)
+    return pl.concat(batches).sort("seq", maintain_order=True) if batches else pl.DataFrame(schema=schema)
 
 
 def judge(frame: pl.DataFrame, block: int, ratio: float) -> pl.DataFrame:
