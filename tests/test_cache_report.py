@@ -369,3 +369,35 @@ def test_calls_are_listed_in_dispatch_order(name: str) -> None:
     found = build_cache_report([sample]).requests.to_dicts()
     assert [row["seq"] for row in found] == sorted(row["seq"] for row in found)
     assert [row["kind"] for row in found] == ["request", "request", "compaction", "request"]
+
+
+def rejected_compaction_log() -> LogBuilder:
+    """A compaction dsh made the summary call for and then rejected: compaction/start, an error end, no summary."""
+    log = steady_log()
+    log.add("turn/start", {"turn": 3})
+    log.add("step/start", {"turn": 3, "step": 1})
+    log.add("compaction/start", {"compactionId": "c9", "turn": 3})
+    log.add("compaction/end", {"compactionId": "c9", "turn": 3,
+                               "error": "summary is not smaller than the shadowed content"})
+    log.user("next")
+    log.response(3, 1, "ok", usage={"inputTokens": 10, "outputTokens": 2, "cacheReadTokens": 512})
+    log.add("step/end", {"turn": 3, "step": 1})
+    log.add("turn/end", {"turn": 3, "reason": {"kind": "completed"}})
+    return log
+
+
+@pytest.mark.parametrize("fast", ["1", "0"], ids=["fast path on", "fast path off"])
+def test_a_rejected_compaction_summary_is_a_call_said_unpriced(fast: str, monkeypatch: pytest.MonkeyPatch,
+                                                              tmp_path: Path) -> None:
+    """issue 17, item 4: the call was made, its usage is in no event: verify warns (in both engines), cache-report
+    lists it as a compaction call that is not priced."""
+    from dsh_audit import verify_path
+
+    monkeypatch.setenv("DSH_AUDIT_FAST_PATH", fast)
+    path = write_jsonl(rejected_compaction_log(), tmp_path / "session.jsonl")
+    [report] = verify_path(path)
+    [warning] = [f for f in report.findings if f.code == "unlogged-model-call"]
+    assert warning.severity == "warning" and "summary is not smaller" in warning.message
+    assert "at most the 4 message(s)" in warning.message and not report.failed()
+    [row] = [r for r in build_cache_report([path]).requests.to_dicts() if r["kind"] == "compaction"]
+    assert row["costUsd"] is None and "not priced" in row["note"] and "no usage logged" in row["note"]

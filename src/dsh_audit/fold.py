@@ -14,6 +14,7 @@ all N requests cost O(log size), not O(N x log size).
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -182,6 +183,7 @@ class RequestFold:
         self.attempts: dict[tuple[int, int], int] = {}
         self.current: RebuiltRequest | None = None
         self.pending_causes: list[Cause] = []
+        self.compactions: dict[str, tuple[int, int, int]] = {}   # open compaction id -> (start seq, messages, bytes)
         self.previous_header: HeaderSnapshot | None = None
         self.previous_count = 0
         self.requests_emitted = 0
@@ -227,7 +229,31 @@ class RequestFold:
             # Only the seed cut says, before the fact, which requests a child inherited; an end-seed without
             # it (a resumed process of the same session) is a boundary, not a change of owner.
             self.pending_causes.append(Cause("end-seed", seq, "resume/fork boundary (session/end-seed)"))
+        elif kind in ("compaction/start", "compaction/summary", "compaction/end"):
+            self._on_compaction(kind, event.get("data"), seq)
         return closed
+
+    def _on_compaction(self, kind: str, data: Any, seq: int) -> None:
+        """A compaction that ends in error with no summary logged: dsh may have made the summary call and then
+        rejected what it returned ("summary is not smaller than the shadowed content"). That call is real, and
+        its usage is in no event: say so, with what the log tells of its size."""
+        compaction = data.get("compactionId") if isinstance(data, dict) else None
+        if not isinstance(compaction, str):
+            return
+        if kind == "compaction/start":
+            visible = self.surface.visible
+            self.compactions[compaction] = (seq, len(visible), sum(map(len, visible)))
+        elif kind == "compaction/summary":
+            self.compactions.pop(compaction, None)
+        elif compaction in self.compactions:
+            start, messages, size = self.compactions.pop(compaction)
+            error = data.get("error") if isinstance(data, dict) else None
+            if isinstance(error, str):
+                self.finding("unlogged-model-call", f"compaction {json.dumps(compaction)} (started at seq {start}) "
+                             f"ended in error with no summary logged ({json.dumps(error)[:200]}): if dsh made its "
+                             f"summary call, that call's usage is not logged; its prompt held at most the "
+                             f"{messages} message(s), {size:,} bytes as logged, of the surface then",
+                             seq=seq, event_type=kind, severity="warning")
 
     def _on_settlement(self, event: dict[str, Any], seq: int, line: int) -> RebuiltRequest | None:
         """v2 and later: the event that settles an attempt dispatches it too. The request is the surface and

@@ -24,6 +24,7 @@ class OtherCall:
     model: str | None
     usage: dict[str, Any] | None
     inherited: bool = False
+    note: str | None = None   # what the report says of it, where its kind alone does not say enough
 
 
 class StoredMessage:

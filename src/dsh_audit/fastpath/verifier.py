@@ -48,7 +48,7 @@ _CONTROL_ESCAPE = re.compile(rb"\\u00").search   # re finds it faster than `in` 
 _FOLDED = frozenset({
     "turn/start", "turn/end", "step/start", "step/end", "request/header", "request/context", "session/end-seed",
     "assistant/chunk", "tool/result", "assistant/attempt", "system/message", "developer/message",
-    "assistant/message", "tool/call", "user/message", "image/offload", "subagent/descriptor"})
+    "assistant/message", "tool/call", "user/message", "image/offload", "subagent/descriptor", "compaction/end"})
 SUPPORTED = frozenset({0, 1, 2, 3, 4})
 
 
@@ -237,7 +237,8 @@ class FastVerifier:
             "turn/end": self._turn_end, "request/header": self._request_header,
             "request/context": self._request_context, "session/end-seed": self._end_seed,
             "assistant/attempt": self._assistant_attempt, "system/message": self._system_message,
-            "developer/message": self._developer_message, "subagent/descriptor": self._descriptor}
+            "developer/message": self._developer_message, "subagent/descriptor": self._descriptor,
+            "compaction/end": self._compaction_end}
         if self.model_calls is not None:
             handlers["compaction/summary"] = self._compaction_summary
         table: dict[type, Any] = {}
@@ -531,6 +532,12 @@ class FastVerifier:
             raise Doubt("placeholder system prompt")
         self._surface_common("system/message")
         self._apply(event, seq, "system/message", _projected("system/message", message, stored), line)
+
+    def _compaction_end(self, event: Any, seq: int, line: bytes) -> None:
+        """A compaction that ended in error may have made a model call whose usage is not logged: the fold's
+        unlogged-model-call warning, which the full verifier words."""
+        if event.data.error is not UNSET:
+            raise Doubt("compaction ended in error (unlogged-model-call)")
 
     def _developer_message(self, event: Any, seq: int, line: bytes) -> None:
         """v4: a tool-change notice, in its step, bound to an earlier header (structure: parsed, it is rare)."""

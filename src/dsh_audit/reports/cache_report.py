@@ -26,6 +26,7 @@ import polars as pl
 
 from ..errors import DshAuditError
 from ..fastpath import Doubt, fast_calls
+from ..findings import Finding
 from ..fold import Cause, RebuiltRequest
 from ..model_calls import Call, OtherCall, json_int, other_call
 from ..readers import open_logs
@@ -46,6 +47,7 @@ CAUSE_NAMES = {"initial": "first-request", "resume": "resume", "end-seed": "resu
                "replace": "compaction-replace",
                "system-change": "system-prompt-change"}
 UNEXPLAINED = "unexplained"
+UNLOGGED = "unlogged-model-call"
 
 REQUEST_COLUMNS: dict[str, Any] = {
     "log": pl.String, "generation": pl.Int64, "sessionId": pl.String, "kind": pl.String, "turn": pl.Int64,
@@ -138,11 +140,20 @@ def calls(source: LogSource, *, message_prefix: str = "legacy", parts: bool = Tr
     """Every priced model call of one log, in log order, by the full walk. Findings are ignored: a log the
     reference would refuse still reports what it can. `parts`: keep each request's body by reference
     (RequestParts)."""
-    walker = Walker(source, message_prefix=message_prefix, parts=parts, on_finding=lambda _finding: None)
+    unlogged: list[Finding] = []   # the fold's unlogged-model-call warnings: calls made, usage not logged
+    walker = Walker(source, message_prefix=message_prefix, parts=parts,
+                    on_finding=lambda finding: unlogged.append(finding) if finding.code == UNLOGGED else None)
     cut = walker.fold.seed_cut
     for walked in walker:
         event = walked.event or {}
         kind = event.get("type")
+        while unlogged:
+            seq = unlogged.pop(0).seq or 0
+            yield OtherCall("compaction", seq, json_int(event.get("time")), None, None, None,
+                            inherited=cut is not None and seq < cut,
+                            note="a compaction that ended in error with no summary logged: if dsh made its summary "
+                                 "call (it does when it rejects the summary), that call is not priced: its usage is "
+                                 "not logged (verify: unlogged-model-call)")
         if walked.closed is not None:
             yield walked.closed, derive_message(event) if kind == "assistant/message" else None
         elif walked.record is not None and kind in ("compaction/summary", "assistant/message"):
@@ -216,8 +227,9 @@ class _LogRows:
                 "_missPremium": (rates.cache_miss - rates.cache_hit) / rates.per_tokens}
 
     def _other(self, call: OtherCall) -> dict[str, Any]:
-        why = ("compaction summary call: one-shot, outside the loop's cache lineage" if call.kind == "compaction"
-               else "a response with no chunk and no request/header: priced from its usage, no request to rebuild")
+        why = call.note or (
+            "compaction summary call: one-shot, outside the loop's cache lineage" if call.kind == "compaction"
+            else "a response with no chunk and no request/header: priced from its usage, no request to rebuild")
         return {**self.base, "kind": call.kind, "seq": call.seq, "timeMs": call.time, "provider": call.provider,
                 "model": call.model, "inherited": call.inherited, **self._priced(call.model, call.time, call.usage),
                 "approximate": False, "collapse": False, "note": why + ("" if call.usage else "; no usage logged"),
