@@ -112,6 +112,40 @@ def test_a_collapse_with_no_logged_cause_is_unexplained() -> None:
     assert found[0]["cause"] == "first-request" and not found[0]["collapse"]
 
 
+def server_error(log: LogBuilder, number: int) -> None:
+    """One attempt the provider answered with an HTTP 500: a finish chunk with an error, no usage."""
+    failure = {"message": "server error", "code": "SERVER", "status": 500}
+    log.add("assistant/chunk", {"turn": number, "step": 1,
+                                "chunk": {"type": "finish", "reason": {"kind": "error", "failure": failure}}})
+
+
+def test_a_request_answered_with_an_error_seeds_no_expectation() -> None:
+    """The provider may never have read a prompt it refused (live dsh: a retried HTTP 500 on the first request
+    read nothing from the simulated cache): its retry is judged against the last answered request."""
+    log = LogBuilder()
+    log.add("turn/start", {"turn": 1})
+    log.add("step/start", {"turn": 1, "step": 1})
+    log.user("hello " * 100)
+    log.header_event("initial", tools=[TOOL_A])
+    server_error(log, 1)
+    log.response(1, 1, "answer", usage=usage(300, 0))
+    log.add("step/end", {"turn": 1, "step": 1})
+    log.add("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    first, retry = rows(log, block=64)
+    assert (first["attempt"], retry["attempt"]) == (1, 2)
+    assert (retry["expectedBasis"], retry["expectedCacheReadTokens"], retry["collapse"]) == (None, None, False)
+
+    later = steady_log()   # a refused attempt after an answered request: its retry is judged against that one
+    later.add("turn/start", {"turn": 3})
+    later.add("step/start", {"turn": 3, "step": 1})
+    later.user("third " * 100)
+    server_error(later, 3)
+    later.response(3, 1, "answer", usage=usage(300, 0))
+    *_, refused, retried = rows(later, block=64)
+    assert refused["expectedBasis"] == retried["expectedBasis"] == "previous-usage"
+    assert retried["expectedPrefixTokens"] == refused["expectedPrefixTokens"] and retried["collapse"]
+
+
 def test_threshold_is_configurable() -> None:
     log = steady_log()
     turn(log, 3, "later", 384)              # 384 of 512 reads: 75% of its predecessor
@@ -256,7 +290,8 @@ def test_on_the_corpus_segment_wise_counting_equals_counting_the_whole_texts() -
                     before, before_answer = previous
                     context = linear_prompt(before, RealHeader()).removesuffix(ASSISTANT) + (
                         ASSISTANT if before_answer is None else answer_segment(before_answer, before.model))
-                    shared = predictor.count_shared(before, before_answer, request).prefix_tokens
+                    extends = request.extends_previous
+                    shared = predictor.count_shared(before, before_answer, request, extends).prefix_tokens
                     assert shared == common_prefix_length(token_ids(context), token_ids(now)), str(path)
                     compared += 1
                 previous = (request, answer)

@@ -200,31 +200,41 @@ class Predictor:
         self._surface: list[bytes] | None = None                   # the surface list the memo was pruned to
         self._envelope: tuple[HeaderSnapshot, _Envelope] | None = None
         self._full: tuple[RebuiltRequest, int] | None = None       # a request and its prompt's token count
+        self._extends_previous = True   # whether the requests since `previous` all extended their predecessor
 
     def expect(self, request: RebuiltRequest, answer: Any | None) -> Expectation:
+        """`previous` is the last request the provider answered: one answered with an error and no usage (an
+        HTTP 500, a refusal, a torn stream) may never have been read, so it seeds no expectation; the requests
+        after it are judged against the one before it (the end-to-end tests' server-errors scenario)."""
         previous, previous_answer = self.previous, self.previous_answer
-        self.previous, self.previous_answer = request, answer
+        extends = request.extends_previous and self._extends_previous
+        if request.usage is None and request.finish == "error":
+            self._extends_previous = extends
+        else:
+            self.previous, self.previous_answer, self._extends_previous = request, answer, True
         if previous is None:   # what the provider held before the log began is not logged
             return Expectation()
         if (request.provider, request.model) != (previous.provider, previous.model):
             return Expectation(0, MODEL_CHANGE)
         usage = previous.usage or {}
         fresh, reads, output = (_count(usage.get(key)) for key in ("inputTokens", "cacheReadTokens", "outputTokens"))
-        if request.extends_previous and fresh is not None and reads is not None:
+        if extends and fresh is not None and reads is not None:
             same_turn = previous_answer is not None and request.turn == previous.turn
             return Expectation(fresh + reads + (output or 0 if same_turn else 0), FROM_USAGE)
         if not self.tokenize:
             return Expectation(notes=["not tokenized (--no-predict)"])
         try:
-            return self.count_shared(previous, previous_answer, request)
+            return self.count_shared(previous, previous_answer, request, extends)
         except DshAuditError as error:
             return Expectation(approximate=True, notes=[f"no DeepSeek wire body: {error.message}"])
         finally:
             self._prune(request.parts)
 
     # -- tokenized: the previous prompt and answer against this prompt, segment by segment ---------------------
-    def count_shared(self, previous: RebuiltRequest, answer: Any | None, request: RebuiltRequest) -> Expectation:
-        """The tokens `request` shares with the previous prompt and its answer, counted segment by segment."""
+    def count_shared(self, previous: RebuiltRequest, answer: Any | None, request: RebuiltRequest,
+                     extends: bool) -> Expectation:
+        """The tokens `request` shares with the previous prompt and its answer, counted segment by segment
+        (`extends`: every request since `previous` extended its predecessor)."""
         before, now = previous.parts, request.parts
         if before is None or now is None:
             return Expectation(notes=["no request/header in force: nothing to tokenize"])
@@ -243,7 +253,7 @@ class Predictor:
             shared = common_prefix_length(token_ids(before_head), token_ids(now_head))
             return Expectation(shared, TOKENIZED, approximate, notes)
         total = count_tokens(now_head)
-        if request.extends_previous and full is not None and full[0] is previous:
+        if extends and full is not None and full[0] is previous:
             total, i, j = full[1], len(before), len(before)   # the messages both share, counted before
         while i < len(before) and j < len(now):
             a, b = before.message(i), now.message(j)
