@@ -25,10 +25,12 @@ demo: install
 	$(BIN)/audit rebuild --format digest $(DEMO_DIR)/session.v3.jsonl
 
 # The npm reference implementation, for the differential tests (pinned in tests/reference/package.json),
-# and the official format-migration packages of the v1/v2/v3 oracle (tests/reference-format/package.json).
+# the official format-migration packages of the v1/v2/v3 oracle (tests/reference-format/package.json), and the
+# published dsh CLI of the end-to-end tests (tests/live-dsh/package.json).
 reference:
 	bash tests/reference/install.sh
 	bash tests/reference-format/install.sh
+	bash tests/live-dsh/install.sh
 
 lint: install
 	$(BIN)/ruff check src tests benchmarks
@@ -45,4 +47,4 @@ bench: install reference
 	$(BIN)/python benchmarks/run.py
 
 clean:
-	rm -rf $(VENV) tests/reference/node_modules benchmarks/data
+	rm -rf $(VENV) tests/reference/node_modules tests/reference-format/node_modules tests/live-dsh/node_modules benchmarks/data
