@@ -2,45 +2,57 @@
 
 The provider caches the previous request's prompt and the answer it generated. So a request is compared with
 its predecessor's messages plus that answer *as the model generated it* (the blocks its chunks, or from v2 its
-stream, completed), part by part in prompt order: config, system prompt, tools, then each message. The first
-part that differs is the divergence: where (message index, byte offset in that part's serialization, byte
-offset in the request body, token offset in the linearized prompt) and a short excerpt of both sides. Then the
-logged events between the two requests that explain it (seq, type, reason) — or "unexplained", with what the
-log would have needed to hold.
+stream, completed), on the wire: both are rendered as the DeepSeek adapter POSTs them (deepseek_wire) and
+compared part by part in prompt order: config, leading system message(s), tools, then each wire message. The
+first part that differs is the divergence: where (wire message index and the logged message it renders, byte
+offset in that part's serialization, byte offset in the wire body, token offset in the linearized prompt) and
+a short excerpt of both sides. Messages ahead of it that differ only as logged (an id, a compaction's source)
+are listed apart: they do not break the prefix. Then the logged events between the two requests that explain
+it (seq, type, reason) — or "unexplained", with what the log would have needed to hold. A request the adapter
+cannot render (another provider's, a scrubbed header, an image for an image model) is compared as logged.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .deepseek_wire import WireBody, to_wire_body, wire_history_message, wire_prompt_text
 from .errors import DshAuditError
 from .fold import Cause, RebuiltRequest
 from .jsjson import dumps_bytes
 from .records import LogSource
 from .surface import derive_message
-from .tokens import common_prefix_length
+from .tokens import common_prefix_length, token_ids
 from .walker import Walker
 
 EXCERPT = 40   # characters shown each side of a divergence
+# The providers DeepSeek's adapter serves, as logs name them; another provider's wire body is not mirrored.
+DEEPSEEK_PROVIDERS = frozenset({"deepseek", "deepseek-official"})
+ABSENT = object()   # the request side of a cached message the request does not have
 
 # The event type each logged cause stands for (fold.Cause.kind); a replace, and a system-change (a v3 head
 # replaced, or a v0 header's system), name their own type first in their detail.
 _CAUSE_TYPES = {"initial": "request/header", "resume": "request/header", "header-change": "request/header",
                 "options-change": "request/header", "model-change": "request/header", "end-seed": "session/end-seed"}
 
+# One comparable part: (name, logged message index, wire message index, cached side, request side).
+_Part = tuple[str, int | None, int | None, Any, Any]
+
 
 @dataclass(frozen=True, slots=True)
 class Divergence:
     part: str                    # "config.<key>" | "system" | "tools" | "message"
-    message_index: int | None    # with part "message": the index in the request's messages
+    message_index: int | None    # with part "message": the index in the request's (logged) messages
     part_offset: int             # first differing byte in that part's JSON serialization
-    body_offset: int             # first differing byte between the two request bodies
+    body_offset: int             # first differing byte between the two bodies (wire bodies, or as logged)
     token_offset: int | None     # tokens of the linearized prompt they share (None: not linearizable)
     before: str                  # excerpt of what the cache held, around the divergence
     after: str                   # excerpt of what this request sent there
     generated: bool = False      # the cached side is the predecessor's answer as the model generated it
+    wire_index: int | None = None   # compared on the wire, a system prompt or message: its index in the wire body
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +60,12 @@ class LoggedCause:
     seq: int
     type: str
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedOnly:
+    message_index: int           # a message ahead of the divergence that differs as logged, alike on the wire
+    fields: list[str]            # the (dotted) fields that differ: id, source.compactionId, …
 
 
 @dataclass(slots=True)
@@ -59,6 +77,9 @@ class Explanation:
     causes: list[LoggedCause] = field(default_factory=list)
     needed: str | None = None                # for "unexplained": what the log would have needed
     appended: int = 0                        # messages this request adds after the cached ones
+    basis: str | None = None                 # "wire" (the DeepSeek body) | "logged" (the fallback) | None (first)
+    note: str | None = None                  # with basis "logged": why the wire was not compared
+    logged_only: list[LoggedOnly] = field(default_factory=list)
 
 
 def _name(request: RebuiltRequest) -> str:
@@ -80,14 +101,6 @@ def _excerpt(data: bytes, offset: int) -> str:
         end += 1
     text = data[start:end].decode("utf-8", "replace")
     return ("…" if start else "") + text + ("…" if end < len(data) else "")
-
-
-def _parts(before: dict[str, Any], after: dict[str, Any]) -> list[tuple[str, Any, Any]]:
-    """(name, before, after) of the parts the prompt holds ahead of the messages, in that order: each config key
-    (either side's), the system prompt (up to v2), the tools."""
-    keys = dict.fromkeys(key for body in (before, after) for key in body if key not in ("messages", "system", "tools"))
-    return [*((f"config.{key}", before.get(key), after.get(key)) for key in keys),
-            *((key, before.get(key), after.get(key)) for key in ("system", "tools"))]
 
 
 class _Answer:
@@ -146,12 +159,8 @@ def _explain(request: RebuiltRequest, previous: tuple[RebuiltRequest, Any | None
     if request.body is None or before_request.body is None:
         raise DshAuditError(f"request {_name(request)} or its predecessor has no request/header in force: there is "
                             "no request to compare")
-    before, after = json.loads(before_request.body), json.loads(request.body)
-    cached_messages = [*before["messages"], *([answer] if answer is not None else [])]
-    explanation.divergence = _divergence(before, after, cached_messages, before_request.body, request.body,
-                                         answer_index=len(before["messages"]) if answer is not None else None)
+    _compare(explanation, before_request.body, request.body, answer)
     if explanation.divergence is None:
-        explanation.appended = len(after["messages"]) - len(cached_messages)
         if causes:
             explanation.verdict = "explained"   # logged as a break though the prefix held (a resume, say)
         else:
@@ -165,6 +174,28 @@ def _explain(request: RebuiltRequest, previous: tuple[RebuiltRequest, Any | None
     return explanation
 
 
+def _compare(explanation: Explanation, before_body: bytes, after_body: bytes, answer: Any | None) -> None:
+    """The first divergence on the wire, with the messages ahead of it that differ only as logged; as logged,
+    with a note saying why, where the adapter cannot render a side. With none, how many messages are appended."""
+    before, after = json.loads(before_body), json.loads(after_body)
+    cached = {**before, "messages": [*before["messages"], *([answer] if answer is not None else [])]}
+    answer_index = len(before["messages"]) if answer is not None else None
+    try:
+        wire = _wire_body(cached), _wire_body(after)
+    except DshAuditError as error:
+        explanation.basis, explanation.note = "logged", f"compared as logged, not on the wire: {error.message}"
+        explanation.divergence = _first(_logged_parts(before, after, cached["messages"]),
+                                        common_prefix_length(before_body, after_body),
+                                        lambda: _token_offset(cached, after), answer_index)
+    else:
+        explanation.basis = "wire"
+        explanation.divergence = _first(_wire_parts(cached, *wire), common_prefix_length(*map(dumps_bytes, wire)),
+                                        lambda: _prompt_tokens(*wire), answer_index)
+        explanation.logged_only = _logged_only(cached["messages"], after["messages"], explanation.divergence)
+    if explanation.divergence is None:
+        explanation.appended = len(after["messages"]) - len(cached["messages"])
+
+
 def _needed(divergence: Divergence) -> str:
     if divergence.generated:
         return (f"message {divergence.message_index} as logged differs from the answer the model generated (its "
@@ -175,34 +206,104 @@ def _needed(divergence: Divergence) -> str:
     return f"{divergence.part} changed with no logged event: a request/header snapshot before this request"
 
 
-def _divergence(before: dict[str, Any], after: dict[str, Any], cached: list[Any], before_body: bytes,
-                after_body: bytes, *, answer_index: int | None) -> Divergence | None:
-    body_offset = common_prefix_length(before_body, after_body)
-    for part, old, new in _parts(before, after):
-        old_bytes, new_bytes = dumps_bytes(old), dumps_bytes(new)
-        if old_bytes != new_bytes:
-            offset = common_prefix_length(old_bytes, new_bytes)
-            return Divergence(part, None, offset, body_offset, _token_offset(before, after, cached),
-                              _excerpt(old_bytes, offset), _excerpt(new_bytes, offset))
+def _wire_body(request: dict[str, Any]) -> WireBody:
+    """What the DeepSeek adapter POSTs for a rebuilt request; DshAuditError when another provider's adapter sends
+    it or the adapter's text-only path cannot render it (a scrubbed header, an image for an image model)."""
+    if request.get("provider") not in DEEPSEEK_PROVIDERS:
+        raise DshAuditError(f"provider {json.dumps(request.get('provider'))} is not one DeepSeek's adapter serves")
+    return _rendered(request)
+
+
+def _rendered(request: dict[str, Any]) -> WireBody:
+    """`to_wire_body`, refusing tools logged as other than objects (names only): their schemas are unknowable."""
+    tools = request.get("tools")
+    if isinstance(tools, list) and not all(isinstance(tool, dict) for tool in tools):
+        raise DshAuditError("request tools are not all objects (logged by name only?): the wire body is unknowable")
+    return to_wire_body(request)
+
+
+def _config(old: dict[str, Any], new: dict[str, Any], skip: tuple[str, ...]) -> Iterator[_Part]:
+    """Each key of either body but those in `skip`, in order: what the prompt holds ahead of the messages."""
+    for key in dict.fromkeys(key for body in (old, new) for key in body if key not in skip):
+        yield f"config.{key}", None, None, old.get(key), new.get(key)
+
+
+def _wire_parts(cached: dict[str, Any], old: WireBody, new: WireBody) -> Iterator[_Part]:
+    """The two wire bodies in prompt order: config, the leading system message(s), the tools, the other messages;
+    each wire message named by the logged message it renders (None: the header's system prompt)."""
+    model = cached.get("model")
+    origins = [*([None] if "system" in cached else []),
+               *(index for index, message in enumerate(cached["messages"])
+                 for _ in wire_history_message(message, model))]
+    old_messages, new_messages = old["messages"], new["messages"]
+    lead = min(_leading_systems(old_messages), _leading_systems(new_messages))
+
+    def message(at: int) -> _Part:
+        origin = origins[at]
+        return ("system" if origin is None else "message", origin, at, old_messages[at],
+                new_messages[at] if at < len(new_messages) else ABSENT)
+
+    yield from _config(old, new, ("messages", "tools"))
+    yield from map(message, range(lead))
+    yield "tools", None, None, old.get("tools"), new.get("tools")
+    yield from map(message, range(lead, len(old_messages)))
+
+
+def _leading_systems(messages: list[Any]) -> int:
+    return next((at for at, message in enumerate(messages) if message.get("role") != "system"), len(messages))
+
+
+def _logged_parts(before: dict[str, Any], after: dict[str, Any], cached: list[Any]) -> Iterator[_Part]:
+    """The two request bodies as logged, in prompt order: config, system prompt (up to v2), tools, messages."""
+    yield from _config(before, after, ("messages", "system", "tools"))
+    for key in ("system", "tools"):
+        yield key, None, None, before.get(key), after.get(key)
     for index, old in enumerate(cached):
-        new = after["messages"][index] if index < len(after["messages"]) else None
-        old_bytes, new_bytes = dumps_bytes(old), dumps_bytes(new)
+        yield "message", index, None, old, after["messages"][index] if index < len(after["messages"]) else ABSENT
+
+
+def _first(parts: Iterable[_Part], body_offset: int, tokens: Callable[[], int | None],
+           answer_index: int | None) -> Divergence | None:
+    """The first part whose two sides' JSON differ: where, and an excerpt of both sides."""
+    for part, index, wire_index, old, new in parts:
+        old_bytes, new_bytes = dumps_bytes(old), b"" if new is ABSENT else dumps_bytes(new)
         if old_bytes != new_bytes:
             offset = common_prefix_length(old_bytes, new_bytes)
-            return Divergence("message", index, offset, body_offset, _token_offset(before, after, cached),
-                              _excerpt(old_bytes, offset), _excerpt(new_bytes, offset) if new is not None else
-                              "(no message: the request has fewer)", generated=index == answer_index)
+            return Divergence(part, index, offset, body_offset, tokens(), _excerpt(old_bytes, offset),
+                              "(no message: the request has fewer)" if new is ABSENT else _excerpt(new_bytes, offset),
+                              generated=part == "message" and index == answer_index, wire_index=wire_index)
     return None
 
 
-def _token_offset(before: dict[str, Any], after: dict[str, Any], cached: list[Any]) -> int | None:
-    """Tokens of the DeepSeek prompt both sides share (the predecessor's prompt plus its answer)."""
-    from .deepseek_wire import to_wire_body, wire_prompt_text
-    from .tokens import token_ids
+def _logged_only(cached: list[Any], sent: list[Any], divergence: Divergence | None) -> list[LoggedOnly]:
+    """The messages ahead of the divergence (all, when there is none) that differ as logged: on the wire they are
+    alike, or the divergence would be there."""
+    limit = len(cached) if divergence is None else divergence.message_index if divergence.part == "message" else 0
+    return [LoggedOnly(index, _fields(old, new) or ["key order"])
+            for index, (old, new) in enumerate(zip(cached[:limit], sent, strict=False))
+            if dumps_bytes(old) != dumps_bytes(new)]
 
+
+def _fields(old: Any, new: Any, path: str = "") -> list[str]:
+    """The dotted paths at which two logged values differ, down through objects (an array is one field)."""
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        return [path] if dumps_bytes(old) != dumps_bytes(new) else []
+    fields: list[str] = []
+    for key in dict.fromkeys([*old, *new]):
+        name = f"{path}.{key}" if path else key
+        fields += _fields(old[key], new[key], name) if key in old and key in new else [name]
+    return fields
+
+
+def _prompt_tokens(old: WireBody, new: WireBody) -> int:
+    """Tokens of the DeepSeek prompt both sides share (the predecessor's prompt plus its answer)."""
+    return common_prefix_length(token_ids(wire_prompt_text(old, generation_prompt=False)),
+                                token_ids(wire_prompt_text(new)))
+
+
+def _token_offset(cached: dict[str, Any], after: dict[str, Any]) -> int | None:
+    """`_prompt_tokens` for the logged comparison: None where the adapter's text-only path refuses a side."""
     try:
-        old = wire_prompt_text(to_wire_body({**before, "messages": cached}), generation_prompt=False)
-        new = wire_prompt_text(to_wire_body(after))
+        return _prompt_tokens(_rendered(cached), _rendered(after))
     except DshAuditError:   # a scrubbed header or an image the text-only path refuses
         return None
-    return common_prefix_length(token_ids(old), token_ids(new))

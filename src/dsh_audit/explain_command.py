@@ -24,6 +24,8 @@ def render(explanation: Explanation, label: str, term: Terminal) -> list[str]:
         (f"{shown_path(label)} {explanation.name}" + (f", against {explanation.predecessor} and its answer: "
                                                       "what the provider could have cached"
                                                       if explanation.predecessor else ""), {"bold": True})]
+    if explanation.note:
+        lines.append((explanation.note, {"fg": "yellow"}))
     divergence = explanation.divergence
     if explanation.verdict == "first request":
         lines.append(("first request of the log: nothing was cached before it", {}))
@@ -34,11 +36,18 @@ def render(explanation: Explanation, label: str, term: Terminal) -> list[str]:
         where = (f"message {divergence.message_index}" + (" (the predecessor's answer, as generated)"
                                                           if divergence.generated else "")
                  if divergence.part == "message" else divergence.part)
+        if divergence.wire_index is not None:
+            where += f", wire message {divergence.wire_index}"
+        body = "wire body" if explanation.basis == "wire" else "request body"
         tokens = "" if divergence.token_offset is None else f", after {divergence.token_offset:,} prompt tokens"
         lines.append((f"first divergence: {where}, byte {divergence.part_offset} of it (byte "
-                      f"{divergence.body_offset} of the request body){tokens}", {"fg": "yellow"}))
+                      f"{divergence.body_offset} of the {body}){tokens}", {"fg": "yellow"}))
         lines.append((f"  cached:  {divergence.before}", {}))
         lines.append((f"  request: {divergence.after}", {}))
+    if explanation.logged_only:
+        shown = "; ".join(f"message {item.message_index} ({', '.join(item.fields)})"
+                          for item in explanation.logged_only)
+        lines.append((f"logged only, alike on the wire: {shown}", {}))
     for cause in explanation.causes:
         lines.append((f"logged: seq {cause.seq} {cause.type} ({cause.reason})", {"fg": "cyan"}))
     if explanation.verdict == "unexplained":
