@@ -163,6 +163,8 @@ def test_image_capable_model_is_not_guessed() -> None:
 def test_scrubbed_tools_and_missing_messages_are_clear_errors() -> None:
     with pytest.raises(LogRejected, match="not an array"):
         to_wire_body({**request(), "tools": "{{tools}}"})
+    with pytest.raises(LogRejected, match="names only"):   # python-sdk-single-exe/advanced logs tools so
+        to_wire_body({**request(), "tools": ["read", "write"]})
     with pytest.raises(LogRejected, match="no messages array"):
         to_wire_body({"model": "m"})
 

@@ -155,6 +155,9 @@ def _tools(request: Json) -> list[Json] | None:
         # A scrubbed "{{tools}}" placeholder: the reference's `tools.map` would throw on it.
         raise LogRejected(f"request tools is {json.dumps(tools)[:40]}, not an array: "
                           "the wire body is unknowable")
+    if not all(isinstance(tool, dict) for tool in tools):
+        # Tools scrubbed to their names (some corpus snapshots): the schemas the adapter sent are not logged.
+        raise LogRejected("request tools are not all schema objects (names only?): the wire body is unknowable")
     return [{"type": "function",
              "function": {"name": tool.get("name"), "description": tool.get("description"),
                           "parameters": tool.get("parameters")}}

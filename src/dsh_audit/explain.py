@@ -211,14 +211,6 @@ def _wire_body(request: dict[str, Any]) -> WireBody:
     it or the adapter's text-only path cannot render it (a scrubbed header, an image for an image model)."""
     if request.get("provider") not in DEEPSEEK_PROVIDERS:
         raise DshAuditError(f"provider {json.dumps(request.get('provider'))} is not one DeepSeek's adapter serves")
-    return _rendered(request)
-
-
-def _rendered(request: dict[str, Any]) -> WireBody:
-    """`to_wire_body`, refusing tools logged as other than objects (names only): their schemas are unknowable."""
-    tools = request.get("tools")
-    if isinstance(tools, list) and not all(isinstance(tool, dict) for tool in tools):
-        raise DshAuditError("request tools are not all objects (logged by name only?): the wire body is unknowable")
     return to_wire_body(request)
 
 
@@ -304,6 +296,6 @@ def _prompt_tokens(old: WireBody, new: WireBody) -> int:
 def _token_offset(cached: dict[str, Any], after: dict[str, Any]) -> int | None:
     """`_prompt_tokens` for the logged comparison: None where the adapter's text-only path refuses a side."""
     try:
-        return _prompt_tokens(_rendered(cached), _rendered(after))
+        return _prompt_tokens(to_wire_body(cached), to_wire_body(after))
     except DshAuditError:   # a scrubbed header or an image the text-only path refuses
         return None
