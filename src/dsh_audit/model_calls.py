@@ -1,5 +1,5 @@
-"""The priced model calls of a log, as cache-report reads them: each rebuilt request with the message that
-answered it, and the calls no request stands for (OtherCall). Both the walk (reports.cache_report.calls) and the
+"""The model calls of a log, as cache-report reads them: each rebuilt request with the message that answered
+it, and the calls no loop request stands for (OtherCall). Both the walk (reports.cache_report.calls) and the
 fast path (fastpath.calls) build them, by the same rules, from the same helpers here.
 """
 
@@ -14,10 +14,11 @@ from .readers.jsonvalue import parse_json
 
 @dataclass(slots=True)
 class OtherCall:
-    """A logged model call with no rebuildable request: a compaction's one-shot summary call, or a response
-    logged with neither a chunk nor a header in force (authored logs). Its usage and envelope are logged."""
+    """A logged model call outside the loop's requests: a compaction's one-shot summary call (its usage and
+    envelope logged), a response logged with neither a chunk nor a header in force (authored logs: its usage
+    logged), or the session's title call (its request logged, never its usage: `title_request`)."""
 
-    kind: str            # "compaction" | "response"
+    kind: str            # "compaction" | "response" | "title"
     seq: int
     time: int | None
     provider: str | None
@@ -25,6 +26,7 @@ class OtherCall:
     usage: dict[str, Any] | None
     inherited: bool = False
     note: str | None = None   # what the report says of it, where its kind alone does not say enough
+    request: dict[str, Any] | None = None   # a title call's request, rebuilt as logged
 
 
 class StoredMessage:
@@ -49,17 +51,33 @@ def answer_message(answer: Any) -> Any:
 
 
 def other_call(kind: str, event: dict[str, Any], seq: int) -> OtherCall | None:
-    """The call a compaction/summary, or an assistant/message that closed no request, stands for (None: a
-    response with no usage logged, which has nothing to price)."""
+    """The call a compaction/summary, a session/title-llm-request, or an assistant/message that closed no
+    request, stands for (None: a response with no usage logged, which has nothing to price)."""
     data = _dict(event.get("data"))
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else None
     time = json_int(event.get("time"))
+    if kind == "session/title-llm-request":
+        route = _dict(data.get("route"))
+        return OtherCall("title", seq, time, _str(route.get("provider")), _str(route.get("model")), None,
+                         request=title_request(data))
     if kind == "compaction/summary":
         return OtherCall("compaction", seq, time, _str(data.get("provider")), _str(data.get("model")), usage)
     if usage is None:
         return None
     origin = _dict(_dict(data.get("message")).get("source"))
     return OtherCall("response", seq, time, _str(origin.get("provider")), _str(origin.get("model")), usage)
+
+
+def title_request(data: dict[str, Any]) -> dict[str, Any]:
+    """The request dsh's title provider hands the LLM service (dsh-session-title-llm, generateSessionTitleWithLlm:
+    its route, system, messages and maxTokens, purpose session-title), from the session/title-llm-request it logs
+    just before the call: keys in deepseek_wire's order, each only where the log has it. Its usage is in no
+    event: the provider reads the stream for the title alone, and session/title (source provider) names only
+    the route, in every generation (schemas/events/**/session.title*.schema.json)."""
+    route = _dict(data.get("route"))
+    request: dict[str, Any] = {key: route[key] for key in ("provider", "model") if key in route}
+    request.update((key, data[key]) for key in ("reasoningEffort", "maxTokens", "messages", "system") if key in data)
+    return request
 
 
 def json_int(value: Any) -> int | None:

@@ -12,8 +12,9 @@ Message bytes: a request digest hashes the JSON.stringify bytes of each message.
 fold does (dsh_audit.jsjson).
 
 Model calls (opt-in, for cache-report: dsh_audit.fastpath.calls): each request is then built as the fold's
-RebuiltRequest, its body by reference, and handed out with its answer when it closes, beside the compaction and
-response calls (dsh_audit.model_calls). Off, as for verify, the loop does nothing more than a pointer comparison.
+RebuiltRequest, its body by reference, and handed out with its answer when it closes, beside the compaction,
+response and title calls (dsh_audit.model_calls). Off, as for verify, the loop does nothing more than a pointer
+comparison.
 """
 
 from __future__ import annotations
@@ -241,6 +242,7 @@ class FastVerifier:
             "compaction/end": self._compaction_end}
         if self.model_calls is not None:
             handlers["compaction/summary"] = self._compaction_summary
+            handlers["session/title-llm-request"] = self._title_request
         table: dict[type, Any] = {}
         for kind, cls in self.types.events.items():
             handler = handlers.get(kind)
@@ -822,8 +824,15 @@ class FastVerifier:
 
     def _compaction_summary(self, event: Any, seq: int, line: bytes) -> None:
         """A compaction's summary call: priced from its own line, as cache_report.calls reads it."""
+        self._other_call("compaction/summary", seq, line)
+
+    def _title_request(self, event: Any, seq: int, line: bytes) -> None:
+        """The session-title call: its request rebuilt from its own line, as cache_report.calls reads it."""
+        self._other_call("session/title-llm-request", seq, line)
+
+    def _other_call(self, kind: str, seq: int, line: bytes) -> None:
         assert self.model_calls is not None
-        other = other_call("compaction/summary", parse_json(line), seq)
+        other = other_call(kind, parse_json(line), seq)
         assert other is not None
         other.inherited = self.seed_cut is not None and seq < self.seed_cut
         self.model_calls.append(other)

@@ -1,6 +1,7 @@
-"""`audit cache-report`: one row per logged model call — the loop's requests and the compaction summary calls —
-with its logged usage, the cache read it could have had, collapses and their logged causes, and what it cost;
-then one row per log and one of totals. Three DataFrames, one row kind each (CacheReport).
+"""`audit cache-report`: one row per logged model call — the loop's requests, the compaction summary calls and
+the session-title call — with its logged usage, the cache read it could have had, collapses and their logged
+causes, and what it cost; then one row per log and one of totals. Three DataFrames, one row kind each
+(CacheReport).
 
 Expected read (dsh_audit.reports.prediction): a request that extends its predecessor can read what the provider
 counted for the predecessor's prompt (and, within one turn, its answer); elsewhere the shared prefix is counted
@@ -14,6 +15,7 @@ than they would have at the hit price.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -24,6 +26,7 @@ from typing import Any
 
 import polars as pl
 
+from ..deepseek_wire import to_wire_body
 from ..errors import DshAuditError
 from ..fastpath import Doubt, fast_calls
 from ..findings import Finding
@@ -136,8 +139,12 @@ class CacheReport:
 
 
 # -- the calls of one log ---------------------------------------------------------------------------------
+# The events that stand for a call of their own (model_calls.other_call), where they close no request.
+OTHER_CALL_EVENTS = ("compaction/summary", "session/title-llm-request", "assistant/message")
+
+
 def calls(source: LogSource, *, message_prefix: str = "legacy", parts: bool = True) -> Iterator[Call]:
-    """Every priced model call of one log, in log order, by the full walk. Findings are ignored: a log the
+    """Every logged model call of one log, in log order, by the full walk. Findings are ignored: a log the
     reference would refuse still reports what it can. `parts`: keep each request's body by reference
     (RequestParts)."""
     unlogged: list[Finding] = []   # the fold's unlogged-model-call warnings: calls made, usage not logged
@@ -156,7 +163,7 @@ def calls(source: LogSource, *, message_prefix: str = "legacy", parts: bool = Tr
                                  "not logged (verify: unlogged-model-call)")
         if walked.closed is not None:
             yield walked.closed, derive_message(event) if kind == "assistant/message" else None
-        elif walked.record is not None and kind in ("compaction/summary", "assistant/message"):
+        elif walked.record is not None and kind in OTHER_CALL_EVENTS:
             other = other_call(kind, event, walked.record.seq)
             if other is not None:
                 other.inherited = cut is not None and other.seq < cut
@@ -198,6 +205,32 @@ def _ratio(reads: int | None, fresh: int | None) -> float | None:
     return reads / (reads + fresh)
 
 
+# What a row of each other call's kind says of it (OtherCall.note where the kind does not say enough).
+OTHER_NOTES = {
+    "compaction": "compaction summary call: one-shot, outside the loop's cache lineage",
+    "response": "a response with no chunk and no request/header: priced from its usage, no request to rebuild",
+    "title": "session-title call: one-shot, outside the loop's cache lineage (its request rebuilt from "
+             "session/title-llm-request)",
+}
+NO_TITLE_USAGE = "title call not priced: the log does not carry its usage (no event records it)"
+# The provider ids of DeepSeek's adapter: its one route at dsh 0.1.1-rc.2 (llm-deepseek PROVIDER), and the id
+# older logs give it (the corpus's apps/web snapshots).
+DEEPSEEK_ROUTES = frozenset({"deepseek-official", "deepseek"})
+
+
+def title_wire_body(call: OtherCall) -> str | None:
+    """A title call's DeepSeek body as compact JSON: its request with purpose session-title (thinking disabled,
+    max_tokens its maxTokens). None for any other call, a route not DeepSeek's, or a request the adapter would
+    refuse."""
+    if call.request is None or call.provider not in DEEPSEEK_ROUTES:
+        return None
+    try:
+        body = to_wire_body(call.request, purpose="session-title")
+    except DshAuditError:
+        return None
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+
+
 class _LogRows:
     """The call rows of one log, in order, with what the judgement of each request needs once the block size is
     known: whether it is the log's first request, its predecessor's read, and the premium of a missed token."""
@@ -227,13 +260,17 @@ class _LogRows:
                 "_missPremium": (rates.cache_miss - rates.cache_hit) / rates.per_tokens}
 
     def _other(self, call: OtherCall) -> dict[str, Any]:
-        why = call.note or (
-            "compaction summary call: one-shot, outside the loop's cache lineage" if call.kind == "compaction"
-            else "a response with no chunk and no request/header: priced from its usage, no request to rebuild")
-        return {**self.base, "kind": call.kind, "seq": call.seq, "timeMs": call.time, "provider": call.provider,
-                "model": call.model, "inherited": call.inherited, **self._priced(call.model, call.time, call.usage),
-                "approximate": False, "collapse": False, "note": why + ("" if call.usage else "; no usage logged"),
-                "_first": False}
+        notes = [call.note or OTHER_NOTES[call.kind]]
+        if call.kind == "title" and call.provider not in DEEPSEEK_ROUTES:
+            notes.append(f"title call routed to {call.provider}, not DeepSeek's adapter: no DeepSeek wire body")
+        if call.usage is None:
+            notes.append(NO_TITLE_USAGE if call.kind == "title" else "no usage logged")
+        row = {**self.base, "kind": call.kind, "seq": call.seq, "timeMs": call.time, "provider": call.provider,
+               "model": call.model, "inherited": call.inherited, **self._priced(call.model, call.time, call.usage),
+               "approximate": False, "collapse": False, "note": "; ".join(notes), "_first": False}
+        if self.options.wire:
+            row["wireBody"] = title_wire_body(call)
+        return row
 
     def _request(self, request: RebuiltRequest, answer: Any | None) -> dict[str, Any]:
         expected = self.predictor.expect(request, answer)
