@@ -396,6 +396,22 @@ def test_the_same_event_has_the_same_cause_in_every_generation(tmp_path: Path) -
     assert named[0] == named[3] == named[4] == ["first-request", "system-prompt-change+model-change"], named
 
 
+def test_a_logs_first_request_is_first_request_whatever_set_up_its_prompt(tmp_path: Path) -> None:
+    """The official v3 migration of a live dsh log replaces the system/message head before the first request:
+    nothing was sent before it, so that replace is detail, not a cause (v0 reads first-request there too)."""
+    from genbuilder import GenLog
+
+    log = GenLog(3)
+    log.add("turn/start", {"turn": 1})
+    log.add("step/start", {"turn": 1, "step": 1})
+    log.system(1, 1, "You are model A.", replaces=log.system(1, 1, None))
+    log.user(1, "hello")
+    log.header_event("initial")
+    log.response(1, 1, "hi")
+    first = build_cache_report([log.write(tmp_path / "session.v3.jsonl")]).requests.row(0, named=True)
+    assert first["cause"] == "first-request" and "system/message replaced" in first["causeDetail"]
+
+
 @pytest.mark.parametrize("name", ["session.jsonl", "session.v3.jsonl"])
 def test_calls_are_listed_in_dispatch_order(name: str) -> None:
     """issue 17, item 4: the compaction an overflow triggered comes after the failed request that caused it (v0

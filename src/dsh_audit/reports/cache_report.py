@@ -277,7 +277,7 @@ class _LogRows:
         priced = self._priced(request.model, request.time, request.usage)
         notes = expected.notes + ([] if request.usage is not None else ["no usage logged"])
         cause, detail = _request_cause(request)
-        if self.first and cause is None:
+        if self.first:   # nothing before it was sent: what set up its prompt (a v3 system/message head) is detail
             cause = "first-request"
         row = {
             **self.base, "kind": "request", "turn": request.turn, "step": request.step, "attempt": request.attempt,
