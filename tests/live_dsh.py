@@ -31,6 +31,7 @@ class Scenario:
     processes: list[list[dict[str, Any]]]            # steps of each dsh process, in order
     config: dict[str, dict[str, Any]] = field(default_factory=dict)   # plugin id -> config patched in
     files: dict[str, str] = field(default_factory=dict)                # working-directory files before the run
+    shows: dict[str, int] = field(default_factory=dict)   # event type -> how many the log must hold at least
 
 
 @dataclass
