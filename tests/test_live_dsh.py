@@ -6,6 +6,7 @@ For the v0 log dsh wrote and its v2/v3 migrations by the official packages, ever
   and order; so does each title call's body (its request is logged in full);
 - each request's usage and cost are what the server answered; a compaction call's too, where the log has it,
   and one the log does not price is a row of its own, as many as the server received;
+- verify passes it, its one warning (fast path on and off) a compaction call the log cannot price;
 - a request cache-report calls an extension (no cause) extends its predecessor on the wire, and one that does
   not extend it has a cause naming what changed on the wire; every collapse it flags is one the server's cache
   saw (its read fell short of the predecessor's prompt), never unexplained: the simulated cache never expires.
@@ -21,7 +22,7 @@ import polars as pl
 import pytest
 import zstandard
 
-from dsh_audit import reconstruct_file
+from dsh_audit import reconstruct_file, verify_path
 from dsh_audit.deepseek_wire import to_wire_body
 from dsh_audit.jsjson import dumps_bytes
 from dsh_audit.reports.cache_report import CacheOptions, build_cache_report
@@ -207,13 +208,27 @@ def check_report(live: Run, log: Path, process_starts: set[int]) -> None:
             assert reads < previous["prompt_tokens"] // BLOCK * BLOCK, label + ": the server's cache did not collapse"
 
 
+def check_verify(live: Run, log: Path, summaries: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """verify passes the log, fast path on and off alike; its one warning is a compaction call the log does not
+    price, once per call the server answered that none of the log's `summaries` records."""
+    expected = ["unlogged-model-call"] * (len(live.of_kind("compaction")) - summaries)
+    for fast in ("1", "0"):
+        monkeypatch.setenv("DSH_AUDIT_FAST_PATH", fast)
+        (report,) = verify_path(log)
+        assert [(f.code, f.severity) for f in report.findings] == [(code, "warning") for code in expected], fast
+
+
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[scenario.name for scenario in SCENARIOS])
-def test_dsh_sends_what_the_log_rebuilds(scenario: Scenario, tmp_path: Path, dsh_installed: None) -> None:
+def test_dsh_sends_what_the_log_rebuilds(scenario: Scenario, tmp_path: Path, dsh_installed: None,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
     live = run(scenario, tmp_path / "run")
     starts = set(live.loops_before[1:])
-    for generation, log in generations(live, tmp_path).items():
+    logs = generations(live, tmp_path)
+    summaries = (tmp_path / "session.jsonl").read_bytes().count(b'{"type":"compaction/summary"')
+    for generation, log in logs.items():
         try:
             check_requests(live, log)
             check_report(live, log, starts)
+            check_verify(live, log, summaries, monkeypatch)
         except AssertionError as error:
             raise AssertionError(f"v{generation} log of {scenario.name}: {error}") from None
