@@ -6,6 +6,7 @@ For the v0 log dsh wrote and its v2/v3 migrations by the official packages, ever
   and order; so does each title call's body (its request is logged in full);
 - each request's usage and cost are what the server answered; a compaction call's too, where the log has it,
   and one the log does not price is a row of its own, as many as the server received;
+- explain, on the wire, names the wire message where each request first leaves its predecessor's prompt;
 - verify passes it, its one warning (fast path on and off) a compaction call the log cannot price;
 - a request cache-report calls an extension (no cause) extends its predecessor on the wire, and one that does
   not extend it has a cause naming what changed on the wire; every collapse it flags is one the server's cache
@@ -22,8 +23,9 @@ import polars as pl
 import pytest
 import zstandard
 
-from dsh_audit import reconstruct_file, verify_path
+from dsh_audit import open_logs, reconstruct_file, verify_path
 from dsh_audit.deepseek_wire import to_wire_body
+from dsh_audit.explain import explain_request
 from dsh_audit.jsjson import dumps_bytes
 from dsh_audit.reports.cache_report import CacheOptions, build_cache_report
 from dsh_audit.reports.prices import default_table
@@ -185,6 +187,7 @@ def check_report(live: Run, log: Path, process_starts: set[int]) -> None:
         assert json.dumps(usage, sort_keys=True) in by_usage, f"compaction @{row['seq']} priced from usage " \
                                                               "the server never answered"
 
+    check_explain(live, log, requests)
     for index, row in enumerate(requests.iter_rows(named=True)):
         if index == 0:
             assert row["cause"] == "first-request"
@@ -206,6 +209,38 @@ def check_report(live: Run, log: Path, process_starts: set[int]) -> None:
             reads = (loops[index].usage or {}).get("prompt_cache_hit_tokens", 0)
             assert previous is not None, label + ": collapse after a request the server never read"
             assert reads < previous["prompt_tokens"] // BLOCK * BLOCK, label + ": the server's cache did not collapse"
+
+
+def first_wire_divergence(before: dict[str, Any], after: dict[str, Any]) -> tuple[str, int | None] | None:
+    """Where `after` first leaves `before`'s prompt on the wire, in explain's prompt order: a config key, the
+    tools, then the first differing wire message (its index); None where `after` extends it."""
+    for key in dict.fromkeys([*before, *after]):
+        if key not in ("messages", "tools") and before.get(key) != after.get(key):
+            return f"config.{key}", None
+    old, new = before["messages"], after["messages"]
+    systems = next((i for i, message in enumerate(new) if message["role"] != "system"), len(new))
+    first = next((i for i, message in enumerate(old) if i >= len(new) or new[i] != message), None)
+    if before.get("tools") != after.get("tools") and (first is None or first >= systems):
+        return "tools", None
+    return None if first is None else ("message", first)
+
+
+def check_explain(live: Run, log: Path, requests: pl.DataFrame) -> None:
+    """explain, on the wire, names the wire message where each request first leaves its predecessor's prompt."""
+    loops = live.of_kind("loop")
+    for index, row in enumerate(requests.iter_rows(named=True)):
+        where = first_wire_divergence(wire(loops[index - 1].body), wire(loops[index].body)) if index else None
+        if where is None:
+            continue
+        (source,) = open_logs(log)
+        found = explain_request(source, row["turn"], row["step"], row["attempt"])
+        label = f"{log.name} request {index + 1}: the wire first differs at {where}"
+        assert found.basis == "wire" and found.divergence is not None, label
+        part, wire_index = where
+        if part == "message":
+            assert found.divergence.wire_index == wire_index, label + f", explain says {found.divergence}"
+        else:
+            assert found.divergence.part == part, label + f", explain says {found.divergence}"
 
 
 def check_verify(live: Run, log: Path, summaries: int, monkeypatch: pytest.MonkeyPatch) -> None:
