@@ -44,10 +44,6 @@ class Received:
     usage: dict[str, int] | None
     delivered: bool = True
 
-    def json(self) -> dict[str, Any]:
-        value: dict[str, Any] = json.loads(self.body)
-        return value
-
 
 def prompt_bytes(body: dict[str, Any]) -> bytes:
     """What the simulated cache keys on: tools, then messages, in the order DeepSeek renders its prompt."""
@@ -118,9 +114,6 @@ class ModelServer:
             self._server.shutdown()
         self._server.server_close()
 
-    def of_kind(self, kind: str) -> list[Received]:
-        return [received for received in self.received if received.kind == kind]
-
     def usage_for(self, body: dict[str, Any], completion: int) -> dict[str, int]:
         """DeepSeek's usage fields for a prompt, its hit the longest cached prefix in whole blocks."""
         prompt = prompt_bytes(body)
@@ -133,10 +126,9 @@ class ModelServer:
         return {"prompt_tokens": total, "completion_tokens": completion, "total_tokens": total + completion,
                 "prompt_cache_hit_tokens": hit, "prompt_cache_miss_tokens": total - hit}
 
-    def record(self, received: Received) -> int:
+    def record(self, received: Received) -> None:
         with self._lock:
             self.received.append(received)
-            return len(self.received)
 
 
 def kind_of(body: dict[str, Any], headers: Any) -> str:
