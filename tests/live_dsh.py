@@ -32,6 +32,7 @@ class Scenario:
     config: dict[str, dict[str, Any]] = field(default_factory=dict)   # plugin id -> config patched in
     files: dict[str, str] = field(default_factory=dict)                # working-directory files before the run
     shows: dict[str, int] = field(default_factory=dict)   # event type -> how many the log must hold at least
+    last_request_carries: str | None = None               # text the last loop request must send
 
 
 @dataclass

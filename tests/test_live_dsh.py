@@ -70,7 +70,7 @@ SCENARIOS = [
              shows={"request/header": 2}),
     Scenario("agents-md-change", Script(),
              [[{"say": "first"}, {"write": {"path": "AGENTS.md", "text": "Answer in French.\n"}}, {"say": "again"}]],
-             files={"AGENTS.md": "Be brief.\n"}),
+             files={"AGENTS.md": "Be brief.\n"}, last_request_carries="Answer in French"),   # as a reminder
     Scenario("effort-change", Script(),
              [[{"say": "first"}, {"select": {"reasoningEffort": "max"}}, {"say": "think harder"}]],
              shows={"request/header": 2}),
@@ -93,8 +93,9 @@ def check_scenario_happened(live: Run, v0: Path) -> None:
     for kind, least in live.scenario.shows.items():
         found = events.count(kind)
         assert found >= least if least else found == 0, f"{found} {kind} event(s) logged"
-    if live.scenario.name == "agents-md-change":   # the edit reaches the model as a reminder, not a prompt change
-        assert b"Answer in French" in live.of_kind("loop")[-1].body
+    carried = live.scenario.last_request_carries
+    if carried is not None:
+        assert carried.encode() in live.of_kind("loop")[-1].body, f"the last request does not send {carried!r}"
 
 
 def generations(live: Run, into: Path) -> dict[int, Path]:
