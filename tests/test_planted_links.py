@@ -27,6 +27,7 @@ import pytest
 
 from dsh_audit.golden import GOLDEN_NAME
 from dsh_audit.readers.found import FoundFileError, open_found
+from test_hostile_inputs import build_store
 from test_safe_outputs import ROOT, SAMPLE, _as_nobody, _reachable_folder
 
 AUDIT = [sys.executable, "-m", "dsh_audit"]
@@ -219,6 +220,18 @@ def test_a_log_given_as_a_link_is_still_read(tree: Tree) -> None:
     link.symlink_to(tree.logs / "a" / "session.jsonl")
     run = audit("verify", link, user=tree.user)
     assert run.code == 0 and "ok " in run.out, run.out + run.err
+
+
+@pytest.mark.parametrize("beside", ["-wal", "-shm", "-journal"])
+def test_a_link_planted_beside_a_sqlite_store_is_refused(tree: Tree, beside: str) -> None:
+    (tree.logs / "s").mkdir(mode=0o777)
+    store = build_store(tree.logs / "s" / "store.db", ("s-1",), wal=beside != "-journal")
+    tree.plant(Path(f"{store}{beside}"), "outside-file")
+    check = unchanged(tree)
+    run = audit("verify", tree.logs, user=tree.user)
+    assert run.code == 2 and "UNREADABLE s/store.db" in run.out, run.out + run.err
+    assert f"store.db{beside}, beside the store, is a symbolic link" in run.out, run.out
+    check()
 
 
 # --- a session home ---------------------------------------------------------------------------------------------
