@@ -164,8 +164,12 @@ def _headers(path: Path, children: tuple[Path, ...], problem: str | None, root: 
 
 def _linked(path: Path, why: str) -> SessionInfo:
     """A link with a log's name in the home: listed with why it is not read (its own time, not its target's)."""
-    return SessionInfo(None, path, path.parent, None, None, 0,
-                       datetime.fromtimestamp(path.lstat().st_mtime, UTC), error=f"{path}: {why}")
+    try:
+        changed = path.lstat().st_mtime
+    except OSError:   # gone since the listing
+        changed = 0
+    return SessionInfo(None, path, path.parent, None, None, 0, datetime.fromtimestamp(changed, UTC),
+                       error=f"{path}: {why}")
 
 
 def _newest_first(info: SessionInfo) -> tuple[float, str, str]:
