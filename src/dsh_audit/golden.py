@@ -10,6 +10,7 @@ depend on), so a check can name the first differing message and JSON path.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,9 @@ from .errors import DshAuditError, LogReadError
 from .findings import Finding
 from .output import write_output
 from .readers import discover, open_logs
+from .readers.found import read_found
+from .readers.jsonvalue import JsonProblem, JsonTooDeep, parse_json
+from .readers.limits import LINE_ENV, InputLimits, located
 from .reconstruct import iter_requests
 
 GOLDEN_NAME = "dsh-audit.golden.json"
@@ -53,9 +57,9 @@ def collect(directory: Path, *, full: bool = False, message_prefix: str = "legac
     if not directory.is_dir():
         raise LogReadError("is not a directory; golden commands take the directory holding the logs",
                            path=str(directory))
-    for path in discover([directory]):
+    for path in discover([directory]):   # a link with a log's name is an error here: a gate reads every log
         try:
-            for source in open_logs(path):
+            for source in open_logs(path, found_in=directory):
                 entry = LogRequests(_key(directory, path, source.label), source.generation.version)
                 ignored: list[Finding] = []
                 for request in iter_requests(source, message_prefix=message_prefix, bodies=full,
@@ -79,21 +83,29 @@ def golden_document(entries: list[LogRequests], *, full: bool, message_prefix: s
 
 def write_golden(directory: Path, document: dict[str, Any]) -> Path:
     """Replace the golden file by dsh_audit.output's rules: atomically (a reader never sees a half-written one),
-    with the user's umask (it is meant to be committed and shared), never onto a log below `directory`."""
+    with the user's umask (it is meant to be committed and shared), never onto a log below `directory`, and never
+    through a link planted at its name (dsh-audit names that path itself)."""
     target = golden_path(directory)
     text = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=True) + "\n"
-    write_output(target, text.encode("ascii"), inputs=[directory], what="the golden file")
+    write_output(target, text.encode("ascii"), inputs=[directory], what="the golden file", follow_links=False)
     return target
 
 
-def read_golden(directory: Path) -> dict[str, Any]:
+def read_golden(directory: Path, limits: InputLimits | None = None) -> dict[str, Any]:
+    """The golden file, read as a file dsh-audit found itself (readers.found: never through a link, a regular file
+    only) and held to the caps of a log: the whole file to the line cap, its JSON to the depth cap."""
     path = golden_path(directory)
+    if not os.path.lexists(path):
+        raise LogReadError("no golden file; create it with `audit golden update`", path=str(path))
+    limits = limits or InputLimits.from_env()
+    data = read_found(path, limit=limits.max_line_bytes, below=directory, what="the golden file",
+                      raise_cap=f"if it is genuine, raise the line cap with --max-line-bytes or {LINE_ENV}")
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise LogReadError("no golden file; create it with `audit golden update`", path=str(path)) from None
-    except (OSError, ValueError) as error:
-        raise LogReadError(f"unreadable golden file: {error}", path=str(path)) from None
+        document = parse_json(data)
+    except JsonProblem as problem:
+        raise LogReadError(f"unreadable golden file: {problem}", path=str(path)) from None
+    except JsonTooDeep as deep:
+        raise located(deep, path=str(path)) from None
     if not isinstance(document, dict) or document.get("format") != FORMAT or not isinstance(document.get("logs"), dict):
         raise LogReadError(f'not a dsh-audit golden file: expected {{"format": "{FORMAT}", "logs": {{...}}}}',
                            path=str(path))

@@ -39,7 +39,8 @@ def golden() -> None:
               help="How header.messagePrefix is rebuilt (see `audit verify --help`); checks reuse this choice.")
 def update(directory: Path, full: bool, message_prefix: str) -> int:
     """Rebuild every log under DIRECTORY and (re)write its golden file. Nothing is written if a log is unreadable."""
-    check_output(golden_path(directory), inputs=[directory], what="the golden file")   # before the work
+    check_output(golden_path(directory), inputs=[directory], what="the golden file",   # before the work
+                 follow_links=False)
     entries = list(collect(directory, full=full, message_prefix=message_prefix))
     unreadable = [entry for entry in entries if entry.error is not None]
     for entry in unreadable:

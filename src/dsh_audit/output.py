@@ -7,6 +7,8 @@ every command writes by the same rules (docs/outputs.md):
   never replaced by a regular file;
 - anything else (a folder, a block device, a socket) is refused, and so is a file the command reads: an input
   log named on the command line or found below an input folder, an option file, the golden file it checks;
+- a path dsh-audit names itself (the golden file: `follow_links=False`) is written only as a regular file: a
+  symbolic link, a device or a pipe planted there is refused, never written through (readers.found);
 - a new file gets the user's umask (0o666 & ~umask), a replaced file keeps its mode;
 - every failure (no such folder, read-only folder, disk full) is a DshAuditError: one line, exit 2.
 
@@ -93,8 +95,27 @@ def _is_input(target: Path, target_stat: os.stat_result, inputs: Iterable[Path])
     return None
 
 
-def _plan(target: Path, inputs: Iterable[Path], what: str, create_folder: bool) -> _Plan:
+def _not_through_a_link(target: Path, what: str) -> None:
+    """A path dsh-audit names itself is written as a new file, or as the regular file there replaced by rename
+    (which would replace a link swapped in later, never write its target); a link, device or pipe is refused."""
+    try:
+        found = os.lstat(target)
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        raise OutputError(f"cannot write {what}: {_reason(error)}", path=str(target)) from None
+    if stat.S_ISLNK(found.st_mode):
+        raise OutputError(f"refusing to write {what} through a symbolic link: dsh-audit names this path itself and "
+                          "never writes through a link found there (remove the link)", path=str(target))
+    if not stat.S_ISREG(found.st_mode) and not stat.S_ISDIR(found.st_mode):
+        raise OutputError(f"cannot write {what}: it is not a regular file; refusing to write into it",
+                          path=str(target))
+
+
+def _plan(target: Path, inputs: Iterable[Path], what: str, create_folder: bool, follow_links: bool = True) -> _Plan:
     text = str(target)
+    if not follow_links:
+        _not_through_a_link(target, what)
     if text == STDOUT:
         return _Plan("stdout")
     absolute = os.path.abspath(text)
@@ -153,11 +174,12 @@ def _writable_folder(folder: Path, what: str, shown: str) -> None:
 
 
 def check_output(target: Path | str | None, *, inputs: Iterable[Path] = (), what: str = "the output",
-                 create_folder: bool = False) -> None:
+                 create_folder: bool = False, follow_links: bool = True) -> None:
     """Raise the OutputError writing `target` would raise, before any work is done; writes nothing (but
-    creates the folder when `create_folder`)."""
+    creates the folder when `create_folder`). `follow_links=False`: a path dsh-audit names itself, written only
+    as a regular file (never through a link, a device or a pipe)."""
     if target is not None:
-        _plan(Path(target), list(inputs), what, create_folder)
+        _plan(Path(target), list(inputs), what, create_folder, follow_links)
 
 
 def _stream(name: Literal["stdout", "stderr"], binary: bool) -> IO[bytes] | IO[str]:
@@ -169,21 +191,23 @@ def _stream(name: Literal["stdout", "stderr"], binary: bool) -> IO[bytes] | IO[s
 
 @overload
 def open_output(target: Path | str | None, *, binary: Literal[False] = ..., inputs: Iterable[Path] = ...,
-                what: str = ..., create_folder: bool = ...) -> contextlib.AbstractContextManager[IO[str]]: ...
+                what: str = ..., create_folder: bool = ..., follow_links: bool = ...
+                ) -> contextlib.AbstractContextManager[IO[str]]: ...
 
 
 @overload
 def open_output(target: Path | str | None, *, binary: Literal[True], inputs: Iterable[Path] = ...,
-                what: str = ..., create_folder: bool = ...) -> contextlib.AbstractContextManager[IO[bytes]]: ...
+                what: str = ..., create_folder: bool = ..., follow_links: bool = ...
+                ) -> contextlib.AbstractContextManager[IO[bytes]]: ...
 
 
 def open_output(target: Path | str | None, *, binary: bool = False, inputs: Iterable[Path] = (),
-                what: str = "the output", create_folder: bool = False
+                what: str = "the output", create_folder: bool = False, follow_links: bool = True
                 ) -> contextlib.AbstractContextManager[IO[str]] | contextlib.AbstractContextManager[IO[bytes]]:
     """A file object to write `target` through (None or `-`: stdout), by the rules above. A regular file is
     renamed into place when the block ends without an exception; on an exception it is left as it was.
     Text is UTF-8; what UTF-8 cannot hold (a lone surrogate) is written backslash-escaped."""
-    opened = _open_output(target, binary, list(inputs), what, create_folder)
+    opened = _open_output(target, binary, list(inputs), what, create_folder, follow_links)
     if binary:
         return cast(contextlib.AbstractContextManager[IO[bytes]], opened)
     return cast(contextlib.AbstractContextManager[IO[str]], opened)
@@ -191,8 +215,8 @@ def open_output(target: Path | str | None, *, binary: bool = False, inputs: Iter
 
 @contextmanager
 def _open_output(target: Path | str | None, binary: bool, inputs: list[Path], what: str,
-                 create_folder: bool) -> Iterator[IO[str] | IO[bytes]]:
-    plan = _Plan("stdout") if target is None else _plan(Path(target), inputs, what, create_folder)
+                 create_folder: bool, follow_links: bool) -> Iterator[IO[str] | IO[bytes]]:
+    plan = _Plan("stdout") if target is None else _plan(Path(target), inputs, what, create_folder, follow_links)
     shown = STDOUT if target is None else str(target)
     if plan.kind in ("stdout", "stderr"):
         stream = _stream(plan.kind, binary)
@@ -284,10 +308,11 @@ def _write_replacing(plan: _Plan, binary: bool, what: str, shown: str) -> Iterat
 
 
 def write_output(target: Path | str | None, data: str | bytes, *, inputs: Iterable[Path] = (),
-                 what: str = "the output", create_folder: bool = False) -> int:
+                 what: str = "the output", create_folder: bool = False, follow_links: bool = True) -> int:
     """Write `data` whole to `target` by the rules above; the number of bytes written."""
     payload = data.encode("utf-8", "backslashreplace") if isinstance(data, str) else data
-    with open_output(target, binary=True, inputs=inputs, what=what, create_folder=create_folder) as handle:
+    with open_output(target, binary=True, inputs=inputs, what=what, create_folder=create_folder,
+                     follow_links=follow_links) as handle:
         handle.write(payload)
     return len(payload)
 

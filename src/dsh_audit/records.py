@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol
 
 from .generations import Generation, generation
 
@@ -64,7 +64,9 @@ class LogSource:
 
     `label` names the log in findings (a file path, or `path#sessionId` for one session of a SQLite store).
     `torn_tail` is filled in by the reader once iteration reaches the end. `reopen` opens the same log
-    afresh (a second pass, for what only the end of a log tells); None when the reader cannot. `close` releases
+    afresh (a second pass, for what only the end of a log tells); None when the reader cannot. `open_file` opens
+    the file of a log file source again, as its reader opened it (never through a link the reader would not
+    follow), for a second reader of its bytes (the fast path); None for any other source. `close` releases
     what the source holds open (its records close it themselves once read to the end).
     """
 
@@ -76,6 +78,7 @@ class LogSource:
     explicit_seq: bool = False
     reopen: Callable[[], LogSource] | None = field(default=None, repr=False)
     on_close: Callable[[], None] | None = field(default=None, repr=False)
+    open_file: Callable[[int], BinaryIO] | None = field(default=None, repr=False)   # its buffer size
 
     @property
     def generation(self) -> Generation:

@@ -19,7 +19,7 @@ from .findings import Finding, Report, counts, severity_counts
 from .fold import RebuiltRequest
 from .generations import generations
 from .readers import open_logs
-from .readers.discover import discover_logs, no_log_below
+from .readers.discover import Discovery, discover_logs, no_log_below
 from .readers.stream import is_stream
 from .records import LogSource, RequestDigest
 from .structure import StructureChecker
@@ -168,11 +168,13 @@ def _verify_source(source: LogSource, message_prefix: str, keep_requests: bool) 
     return report
 
 
-def verify_path(path: Path, *, message_prefix: str = "legacy", keep_requests: bool = True) -> list[LogReport]:
-    """Every session stored at `path`; an unreadable file becomes a report with `read_error` set."""
+def verify_path(path: Path, found_in: Path | None = None, *, message_prefix: str = "legacy",
+                keep_requests: bool = True) -> list[LogReport]:
+    """Every session stored at `path`; an unreadable file becomes a report with `read_error` set. `found_in`:
+    the folder a walk found it in, from which it is opened without following a link (readers.open_logs)."""
     reports: list[LogReport] = []
     try:
-        for source in open_logs(path):
+        for source in open_logs(path, found_in=found_in):
             reports.append(verify_source(source, message_prefix=message_prefix, keep_requests=keep_requests))
     except DshAuditError as error:
         reports.append(LogReport(label=str(path), read_error=str(error)))
@@ -187,21 +189,26 @@ def verify_paths(paths: Iterable[Path], *, message_prefix: str = "legacy", jobs:
     found = discover_logs(list(paths), all_generations=all_generations)
     for folder, why in sorted(found.unlisted.items()):   # a gate never passes over what it could not read
         yield LogReport(label=str(folder), read_error=f"{folder}: {why}")
+    for link, why in sorted(found.links.items()):
+        yield LogReport(label=str(link), read_error=f"{link}: {why}")
     for directory in found.empty:
         yield LogReport(label=str(directory), read_error=f"{directory}: {no_log_below(directory, found)}")
-    yield from _verified(found.files, found.ambiguous, message_prefix, jobs, keep_requests)
+    yield from _verified(found.files, found, message_prefix, jobs, keep_requests)
     for older, newer in sorted(found.skipped.items()):
         yield LogReport(label=str(older), superseded_by=str(newer))
     for path, why in sorted(found.ignored.items()):
         yield LogReport(label=str(path), ignored=why)
 
 
-def _verified(files: list[Path], ambiguous: dict[Path, str], message_prefix: str, jobs: int | None,
+def _verified(files: list[Path], found: Discovery, message_prefix: str, jobs: int | None,
               keep_requests: bool) -> Iterator[LogReport]:
+    ambiguous = found.ambiguous
+
     def verify_one(path: Path) -> list[LogReport]:
         if path in ambiguous:
             return [LogReport(label=str(path), read_error=f"{path}: {ambiguous[path]}")]
-        return verify_path(path, message_prefix=message_prefix, keep_requests=keep_requests)
+        return verify_path(path, found.found_in.get(path), message_prefix=message_prefix,
+                           keep_requests=keep_requests)
 
     workers = min(jobs or os.cpu_count() or 1, len(files))
     if workers <= 1:
@@ -217,7 +224,8 @@ def _verified(files: list[Path], ambiguous: dict[Path, str], message_prefix: str
     with ProcessPoolExecutor(max_workers=workers) as pool:
         verify_many = partial(verify_path, message_prefix=message_prefix, keep_requests=keep_requests)
         readable = [path for path in files if path not in here]
-        mapped = pool.map(verify_many, readable, chunksize=max(1, len(readable) // (workers * 8)))
+        mapped = pool.map(verify_many, readable, [found.found_in.get(path) for path in readable],
+                          chunksize=max(1, len(readable) // (workers * 8)))
         for path in files:   # the pool's results come in the order of `readable`
             yield from verify_one(path) if path in here else next(mapped)
 

@@ -25,23 +25,28 @@ from dsh_audit.records import LogSource
 __all__ = ["InputLimits", "discover", "is_dsh_log", "open_log", "open_logs"]
 
 
-def open_logs(path: str | os.PathLike[str], *, limits: InputLimits | None = None) -> Iterator[LogSource]:
+def open_logs(path: str | os.PathLike[str], *, limits: InputLimits | None = None,
+              found_in: Path | None = None) -> Iterator[LogSource]:
     """Every session the input holds: one for a JSONL log, one per session for a SQLite store (`store.db#id`:
-    that one), one for a pipe (`-`: standard input)."""
+    that one), one for a pipe (`-`: standard input). `found_in`: the folder given that a directory walk found
+    `path` in; the file is then opened from there without following a link, and must be a regular file
+    (readers.found; SQLite opens a store by its name itself, just after that check)."""
     limits = limits or InputLimits.from_env()
     file, session_id = split_selector(Path(path))
-    if is_stream(file):
-        if session_id is not None:
-            raise LogReadError("a #sessionId selector applies only to SQLite stores, which are files", path=str(file))
-        yield open_stream(file, limits)
-        return
-    if not file.exists():
-        raise LogReadError("no such file", path=str(file))
-    if file.is_dir():
-        raise LogReadError("is a directory; expected a log file (use discover() to list the logs below it)",
-                           path=str(file))
+    if found_in is None:
+        if is_stream(file):
+            if session_id is not None:
+                raise LogReadError("a #sessionId selector applies only to SQLite stores, which are files",
+                                   path=str(file))
+            yield open_stream(file, limits)
+            return
+        if not file.exists():
+            raise LogReadError("no such file", path=str(file))
+        if file.is_dir():
+            raise LogReadError("is a directory; expected a log file (use discover() to list the logs below it)",
+                               path=str(file))
     try:
-        kind = sniff(file)
+        kind = sniff(file, found_in)
     except OSError as error:
         raise LogReadError(f"cannot read: {error.strerror}", path=str(file)) from None
     if kind == "sqlite":
@@ -56,12 +61,13 @@ def open_logs(path: str | os.PathLike[str], *, limits: InputLimits | None = None
         return
     if session_id is not None:
         raise LogReadError("a #sessionId selector applies only to SQLite stores", path=str(file))
-    yield open_log_file(file, ZstdLines if kind == "zstd" else FileLines, limits)
+    yield open_log_file(file, ZstdLines if kind == "zstd" else FileLines, limits, found_in=found_in)
 
 
-def open_log(path: str | os.PathLike[str], *, limits: InputLimits | None = None) -> LogSource:
+def open_log(path: str | os.PathLike[str], *, limits: InputLimits | None = None,
+             found_in: Path | None = None) -> LogSource:
     """The single session an input holds; a SQLite store must hold exactly one (or be given as `path#id`)."""
-    sources = list(open_logs(path, limits=limits))
+    sources = list(open_logs(path, limits=limits, found_in=found_in))
     if len(sources) != 1:
         raise LogReadError(f"holds {len(sources)} sessions; expected exactly one (use open_logs, "
                            "or name one as path#sessionId)", path=str(path))

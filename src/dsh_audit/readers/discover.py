@@ -6,12 +6,15 @@ session.v2.jsonl.zstd, session.v3.jsonl; a child session.1.jsonl, then session.1
 highest. Below a directory the older generations are therefore skipped (reported, never read) unless every
 generation is asked for; a file named on the command line is always read, and so are `-` (standard input), a
 named pipe and `store.db#sessionId` (one session of a SQLite store). A directory walk reads regular files only:
-a pipe or device below it could block or never end.
+a pipe or device below it could block or never end. Nor does it follow a symbolic link (readers.found): a link
+with a log's name below a folder is unreadable, named with why; every file it finds is opened from the folder
+given down without following one.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,12 +22,14 @@ from typing import TypeVar
 
 from dsh_audit.errors import DshAuditError, LogReadError
 from dsh_audit.generations import parse_log_name
+from dsh_audit.readers.found import FoundFileError, opener, refused_link
 from dsh_audit.readers.jsonvalue import JsonProblem, JsonTooDeep, parse_json
 from dsh_audit.readers.sqlite import APPLICATION_ID, SQLITE_MAGIC
 from dsh_audit.readers.stream import STDIN
 from dsh_audit.readers.zstd import ZSTD_MAGIC
 
 ZSTD_SUFFIXES = (".jsonl.zstd", ".jsonl.zst")
+LOG_SUFFIXES = (".jsonl", *ZSTD_SUFFIXES)
 _HEADER_PROBE_BYTES = 1 << 20  # a header line is small; never read further to classify a file
 
 
@@ -45,10 +50,14 @@ def _names_an_input(path: Path) -> bool:
     return session_id is not None and store.is_file()
 
 
-def sniff(path: Path) -> str:
-    """'zstd', 'sqlite' or 'jsonl', from the first bytes of the file."""
-    with path.open("rb") as handle:
-        start = handle.read(100)
+def sniff(path: Path, below: Path | None = None) -> str:
+    """'zstd', 'sqlite' or 'jsonl', from the first bytes of the file (`below`: see readers.found.opener)."""
+    with opener(path, below) as handle:
+        return kind_of(handle.read(100))
+
+
+def kind_of(start: bytes) -> str:
+    """'zstd', 'sqlite' or 'jsonl', from a file's first bytes."""
     if start.startswith(ZSTD_MAGIC):
         return "zstd"
     if start.startswith(SQLITE_MAGIC):
@@ -56,8 +65,8 @@ def sniff(path: Path) -> str:
     return "jsonl"
 
 
-def _is_dsh_store(path: Path) -> bool:
-    with path.open("rb") as handle:
+def _is_dsh_store(path: Path, below: Path | None) -> bool:
+    with opener(path, below) as handle:
         start = handle.read(72)
     # The SQLite file header keeps PRAGMA application_id big-endian at offset 68.
     if len(start) < 72 or not start.startswith(SQLITE_MAGIC):
@@ -65,8 +74,8 @@ def _is_dsh_store(path: Path) -> bool:
     return int.from_bytes(start[68:72], "big") == APPLICATION_ID
 
 
-def _first_line(path: Path) -> bytes:
-    with path.open("rb") as handle:
+def _first_line(path: Path, below: Path | None) -> bytes:
+    with opener(path, below) as handle:
         line = handle.readline(_HEADER_PROBE_BYTES)
         while line and not line.strip():
             line = handle.readline(_HEADER_PROBE_BYTES)
@@ -81,17 +90,18 @@ def is_dsh_log(path: Path) -> bool:
 NOT_A_CANDIDATE = ""
 
 
-def classify(path: Path) -> str | None:
+def classify(path: Path, below: Path | None = None) -> str | None:
     """None: a file a directory walk reads as a dsh log. Else why it is left out: NOT_A_CANDIDATE for a file
     that is no kind of log (not counted), or the reason a .jsonl file or SQLite database is not a dsh log.
     A candidate that cannot be told apart from a broken log (unreadable, a first line that is not JSON: a byte
-    order mark, a torn or binary file) is read, so that it fails loudly instead of passing a gate unseen."""
+    order mark, a torn or binary file) is read, so that it fails loudly instead of passing a gate unseen.
+    `below`: the folder the walk started in, from which `path` is opened without following a link."""
     name = path.name
     if name.endswith(ZSTD_SUFFIXES):
         return None
     try:
         if name.endswith(".jsonl"):
-            line = _first_line(path)
+            line = _first_line(path, below)
             if not line.strip():
                 return None if parse_log_name(name).version is not None else "an empty .jsonl file"
             try:
@@ -101,13 +111,13 @@ def classify(path: Path) -> str | None:
             if isinstance(value, dict) and value.get("type") == "session":
                 return None
             return "its first line is not a dsh session header"
-        with path.open("rb") as handle:
+        with opener(path, below) as handle:
             start = handle.read(len(SQLITE_MAGIC))
-    except OSError:
+        if start != SQLITE_MAGIC:
+            return NOT_A_CANDIDATE
+        return None if _is_dsh_store(path, below) else "a SQLite database that is not a dsh session store"
+    except (OSError, FoundFileError):   # read, to fail with its reason
         return None
-    if start != SQLITE_MAGIC:
-        return NOT_A_CANDIDATE
-    return None if _is_dsh_store(path) else "a SQLite database that is not a dsh session store"
 
 
 def _walk(directory: Path, discovery: Discovery) -> list[Path]:
@@ -117,14 +127,23 @@ def _walk(directory: Path, discovery: Discovery) -> list[Path]:
         folder = Path(error.filename) if error.filename is not None else directory
         discovery.unlisted[folder] = f"cannot list this folder: {error.strerror or error}"
 
-    for root, _dirs, files in os.walk(directory, onerror=unlisted):
+    for root, _dirs, files in os.walk(directory, onerror=unlisted):   # never into a linked folder
         for name in files:
             candidate = Path(root, name)
-            if not candidate.is_file():
+            try:
+                mode = candidate.lstat().st_mode
+            except OSError:   # gone since the listing
                 continue
-            reason = classify(candidate)
+            if stat.S_ISLNK(mode):
+                if name.endswith(LOG_SUFFIXES):
+                    discovery.links[candidate] = refused_link("this log, found below the folder given,")
+                continue
+            if not stat.S_ISREG(mode):
+                continue
+            reason = classify(candidate, directory)
             if reason is None:
                 found.append(candidate)
+                discovery.found_in[candidate] = directory
             elif reason:
                 discovery.ignored[candidate] = reason
     return sorted(found)
@@ -134,14 +153,17 @@ def _walk(directory: Path, discovery: Discovery) -> list[Path]:
 class Discovery:
     """The logs to read, in order; the older generations left out (each with the file read instead);
     generations stored twice (compressed and not), which cannot be told apart and are read as errors; and what
-    a gate must not pass over in silence: files that are not dsh logs, folders that could not be listed,
-    directories with no log at all."""
+    a gate must not pass over in silence: files that are not dsh logs, folders that could not be listed, links
+    with a log's name (never followed), directories with no log at all. `found_in` maps each file the walk found
+    to the folder given it was found in: it is opened from there without following a link (`opener`)."""
 
     files: list[Path] = field(default_factory=list)
     skipped: dict[Path, Path] = field(default_factory=dict)
     ambiguous: dict[Path, str] = field(default_factory=dict)
     ignored: dict[Path, str] = field(default_factory=dict)    # .jsonl files and databases that are not dsh logs
     unlisted: dict[Path, str] = field(default_factory=dict)   # folders a walk could not list, and why
+    links: dict[Path, str] = field(default_factory=dict)      # links with a log's name, not followed, and why
+    found_in: dict[Path, Path] = field(default_factory=dict)  # a file the walk found -> the folder given
     empty: list[Path] = field(default_factory=list)           # directories given with no dsh log below them
 
 
@@ -178,7 +200,7 @@ def discover_logs(paths: Iterable[str | os.PathLike[str]], *, all_generations: b
             expanded = [path]
         elif path.is_dir():
             expanded = _walk(path, discovery)
-            if not expanded:
+            if not expanded and not any(link.is_relative_to(path) for link in discovery.links):
                 discovery.empty.append(path)
             if not all_generations:
                 expanded = _newest_generations(expanded, discovery)
@@ -196,10 +218,11 @@ def discover_logs(paths: Iterable[str | os.PathLike[str]], *, all_generations: b
 
 
 def discover(paths: Iterable[str | os.PathLike[str]], *, all_generations: bool = False) -> list[Path]:
-    """The files discover_logs selects (see there). A folder it could not list, or a directory with no dsh log
-    below it, is an error: a report over what could be read would pass over the rest in silence."""
+    """The files discover_logs selects (see there). A folder it could not list, a link with a log's name, or a
+    directory with no dsh log below it, is an error: a report over what could be read would pass over the rest in
+    silence."""
     discovery = discover_logs(paths, all_generations=all_generations)
-    for folder, why in discovery.unlisted.items():
+    for folder, why in (*discovery.unlisted.items(), *discovery.links.items()):
         raise LogReadError(why, path=str(folder))
     for directory in discovery.empty:
         raise LogReadError(no_log_below(directory, discovery), path=str(directory))
@@ -223,13 +246,14 @@ class Unreadable:
     reason: str
 
 
-def read_each(paths: Iterable[str | os.PathLike[str]], read: Callable[[Path], T], *,
+def read_each(paths: Iterable[str | os.PathLike[str]], read: Callable[[Path, Path | None], T], *,
               all_generations: bool = False) -> tuple[list[T], list[Unreadable]]:
-    """`read` of every file discover_logs selects, and what could not be read: one unreadable, newer or corrupt
-    log never hides the others (a user's home is no curated folder). A folder that could not be listed, a
-    directory with no log, a generation stored twice and a file whose `read` raised (a DshAuditError or an
-    OSError) are each an Unreadable; `read` returns all of a file's result or raises, so nothing of it is kept
-    then. Only when nothing at all could be read is the first of them raised."""
+    """`read(file, found_in)` of every file discover_logs selects (`found_in`: the folder a walk found it in, to
+    open it from without following a link; None for a path given), and what could not be read: one unreadable,
+    newer or corrupt log never hides the others (a user's home is no curated folder). A folder that could not be
+    listed, a link with a log's name, a directory with no log, a generation stored twice and a file whose `read`
+    raised (a DshAuditError or an OSError) are each an Unreadable; `read` returns all of a file's result or
+    raises, so nothing of it is kept then. Only when nothing at all could be read is the first of them raised."""
     discovery = discover_logs(paths, all_generations=all_generations)
     failures: list[tuple[Unreadable, DshAuditError]] = []
 
@@ -238,6 +262,8 @@ def read_each(paths: Iterable[str | os.PathLike[str]], read: Callable[[Path], T]
 
     for folder, why in sorted(discovery.unlisted.items()):
         failed(folder, LogReadError(why, path=str(folder)))
+    for link, why in sorted(discovery.links.items()):
+        failed(link, LogReadError(why, path=str(link)))
     for directory in discovery.empty:
         failed(directory, LogReadError(no_log_below(directory, discovery), path=str(directory)))
     results: list[T] = []
@@ -245,7 +271,7 @@ def read_each(paths: Iterable[str | os.PathLike[str]], read: Callable[[Path], T]
         try:
             if file in discovery.ambiguous:
                 raise LogReadError(discovery.ambiguous[file], path=str(file))
-            results.append(read(file))
+            results.append(read(file, discovery.found_in.get(file)))
         except DshAuditError as error:
             failed(file, error)
         except OSError as error:   # a log the walk listed but cannot open now (its permissions, a race)

@@ -23,6 +23,7 @@ from dsh_audit.errors import DshAuditError, LogReadError
 from dsh_audit.generations import parse_log_name
 from dsh_audit.readers import open_log, open_logs
 from dsh_audit.readers.discover import discover_logs
+from dsh_audit.readers.found import refused_link
 from dsh_audit.reconstruct import iter_requests
 from dsh_audit.records import LogSource
 
@@ -54,6 +55,7 @@ class SessionInfo:
     requests: int | None = None
     cost_usd: float | None = None
     error: str | None = None
+    root: Path | None = None    # the root the log was found below, from which it is opened (readers.found)
 
     @property
     def short_id(self) -> str:
@@ -139,17 +141,18 @@ def _described(base: SessionInfo, source: LogSource) -> SessionInfo:
                    path=Path(source.label))
 
 
-def _headers(path: Path, children: tuple[Path, ...], problem: str | None) -> list[SessionInfo]:
-    """The sessions one file holds, from its header alone (one per session for a SQLite store)."""
+def _headers(path: Path, children: tuple[Path, ...], problem: str | None, root: Path) -> list[SessionInfo]:
+    """The sessions one file holds, from its header alone (one per session for a SQLite store), opened from
+    `root` down without following a link (readers.found)."""
     try:
-        stat = path.stat()
+        stat = path.lstat()
     except OSError as error:
         return [SessionInfo(None, path, path.parent, None, None, 0, datetime.fromtimestamp(0, UTC), children,
                             error=f"{path}: cannot read: {error.strerror}")]
     base = SessionInfo(None, path, path.parent, None, None, stat.st_size,
-                       datetime.fromtimestamp(stat.st_mtime, UTC), children, error=problem)
+                       datetime.fromtimestamp(stat.st_mtime, UTC), children, error=problem, root=root)
     try:
-        sources = list(open_logs(path))
+        sources = list(open_logs(path, found_in=root))
     except DshAuditError as error:
         return [replace(base, error=str(error))]
     infos = []
@@ -157,6 +160,16 @@ def _headers(path: Path, children: tuple[Path, ...], problem: str | None) -> lis
         infos.append(_described(base, source))
         source.close()
     return infos
+
+
+def _linked(path: Path, why: str) -> SessionInfo:
+    """A link with a log's name in the home: listed with why it is not read (its own time, not its target's)."""
+    try:
+        changed = path.lstat().st_mtime
+    except OSError:   # gone since the listing
+        changed = 0
+    return SessionInfo(None, path, path.parent, None, None, 0, datetime.fromtimestamp(changed, UTC),
+                       error=f"{path}: {why}")
 
 
 def _newest_first(info: SessionInfo) -> tuple[float, str, str]:
@@ -170,7 +183,8 @@ def scan_sessions(roots: Iterable[Path]) -> list[SessionInfo]:
         discovery = discover_logs([root])
         for path, children in _sessions_in(discovery.files):
             # The same generation stored twice (plain and compressed): reading either would be a guess.
-            infos.extend(_headers(path, children, discovery.ambiguous.get(path)))
+            infos.extend(_headers(path, children, discovery.ambiguous.get(path), root))
+        infos.extend(_linked(path, why) for path, why in discovery.links.items())
     return sorted(infos, key=_newest_first)
 
 
@@ -187,7 +201,7 @@ def _tallied(info: SessionInfo, tally: Tally) -> SessionInfo:
     if info.error is not None:
         return info
     try:
-        requests, cost = tally(open_log(info.path))
+        requests, cost = tally(open_log(info.path, found_in=info.root))
     except DshAuditError as error:
         return replace(info, error=str(error))
     except OSError as error:
@@ -237,6 +251,8 @@ def _find(roots: Iterable[Path], prefix: str) -> Path:
     if len(matches) > 1:
         raise LogReadError(f"session prefix {prefix!r} is ambiguous under {where}: {len(matches)} sessions "
                            f"match ({_candidates(matches)})")
+    if matches[0].path.is_symlink():   # found, not given: never followed (readers.found)
+        raise LogReadError(refused_link("this session's log"), path=str(matches[0].path))
     return matches[0].path
 
 

@@ -20,6 +20,7 @@ read error, except the unterminated final line, which the reference drops whatev
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from itertools import chain
 from pathlib import Path
 from typing import Protocol
@@ -27,6 +28,7 @@ from typing import Protocol
 from dsh_audit.errors import LogReadError
 from dsh_audit.generations import generations, parse_log_name
 from dsh_audit.readers.codecs import codec_for
+from dsh_audit.readers.found import opener
 from dsh_audit.readers.jsonvalue import JsonProblem, JsonTooDeep, is_number, js_number, parse_json, safe_int
 from dsh_audit.readers.limits import InputLimits, located
 from dsh_audit.readers.lines import ByteSource, Line
@@ -201,9 +203,13 @@ def read_log(lines_of: LineReader, handle: ByteSource, label: str, limits: Input
                       name_version=name_version)
 
 
-def open_log_file(path: Path, lines_of: LineReader, limits: InputLimits | None = None) -> LogSource:
-    """A log file, which can be opened again (`reopen`) for a second pass."""
+def open_log_file(path: Path, lines_of: LineReader, limits: InputLimits | None = None, *,
+                  found_in: Path | None = None) -> LogSource:
+    """A log file, which can be opened again (`reopen`, `open_file`) for a second pass. `found_in`: the folder a
+    directory walk found it in, from which it is opened without following a link (readers.found)."""
     limits = limits or InputLimits.from_env()
-    source = read_log(lines_of, path.open("rb"), str(path), limits, name_version=name_version(path))
-    source.reopen = lambda: open_log_file(path, lines_of, limits)
+    opened = partial(opener, path, found_in)
+    source = read_log(lines_of, opened(), str(path), limits, name_version=name_version(path))
+    source.reopen = lambda: open_log_file(path, lines_of, limits, found_in=found_in)
+    source.open_file = opened
     return source

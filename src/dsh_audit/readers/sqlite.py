@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import quote
 
 from dsh_audit.errors import LogReadError
+from dsh_audit.readers.found import refused_link
 from dsh_audit.readers.jsonvalue import MAX_SAFE_INTEGER, JsonProblem, parse_json
 from dsh_audit.readers.limits import InputLimits, OverLimit, located
 from dsh_audit.readers.packed import CHUNK_ROW_TYPES, MemberBounds, PackedRow, check_row
@@ -44,8 +45,13 @@ def _uri(path: Path) -> str:
     """How to open the store so that reading neither changes it nor leaves a file beside it. A rollback-journal
     store: read-only. A WAL store whose -wal holds nothing: immutable, or SQLite would create -wal and -shm and
     leave them. One whose -wal holds writes: read-only with locks, as a reader beside a live dsh must; that
-    needs the -shm index, which a crashed writer leaves; without it SQLite would create one, so it is refused."""
+    needs the -shm index, which a crashed writer leaves; without it SQLite would create one, so it is refused.
+    A link in the place of a file SQLite keeps beside the store is refused (readers.found)."""
     base = f"file:{quote(str(path.resolve()))}"
+    for beside in (Path(f"{path}-journal"), Path(f"{path}-wal"), Path(f"{path}-shm")):
+        if beside.is_symlink():   # SQLite would refuse it too (O_NOFOLLOW), saying only "unable to open"
+            raise LogReadError(f"{refused_link(beside.name + ', beside the store,')}; remove it or audit a copy of "
+                               "the store", path=str(path))
     with path.open("rb") as handle:
         header = handle.read(20)
     if len(header) < 20 or header[18] != _WAL_FORMAT:

@@ -394,9 +394,9 @@ def build_cache_report(paths: Iterable[str | os.PathLike[str]], options: CacheOp
     each log is judged."""
     supplied = RealHeader(options.system, options.tools)
 
-    def frames_of(file: Path) -> list[tuple[LogSource, pl.DataFrame]]:
+    def frames_of(file: Path, found_in: Path | None) -> list[tuple[LogSource, pl.DataFrame]]:
         real = sidecar_header(file) if options.sidecars else supplied
-        frames = [(source, _log_frame(source, options, real)) for source in open_logs(file)]
+        frames = [(source, _log_frame(source, options, real)) for source in open_logs(file, found_in=found_in)]
         if on_log is not None:
             on_log(file)
         return frames

@@ -82,13 +82,13 @@ class ForkPoints:
     last: Snapshot | None = None
 
 
-def _headers(file: Path) -> list[LogHeaders]:
+def _headers(file: Path, found_in: Path | None) -> list[LogHeaders]:
     """The logs a file holds, each closed again before the next is opened (a store's sessions hold no file
     until read; a pipe cannot be reopened, so it stays open, to be walked once). A progress bar counts the
     walks, not this pass."""
     logs = []
     with watching(lambda _label, _position: None):
-        for source in open_logs(file):
+        for source in open_logs(file, found_in=found_in):
             log = LogHeaders(source.label, file, source.header, source.generation.version, source.reopen)
             if source.reopen is None:
                 log.kept = source
@@ -430,7 +430,8 @@ def build_header_diff(paths: Iterable[str | os.PathLike[str]], *, all_generation
     its children's fork points. Given an `unreadable` list, a log that cannot be read is left out and named
     there (readers.discover.read_each); without one, it is an error."""
     runs: dict[Path, list[LogHeaders]] = {}
-    per_file, missed = read_each(paths, lambda file: (file, list(_headers(file))), all_generations=all_generations)
+    per_file, missed = read_each(paths, lambda file, found_in: (file, list(_headers(file, found_in))),
+                                 all_generations=all_generations)
     for file, logs in per_file:
         for log in logs:
             runs.setdefault(_run_key(file), []).append(log)

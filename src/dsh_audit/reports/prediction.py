@@ -15,10 +15,7 @@ Scrubbed parts of a header are replaced by supplied real content or left out and
 
 from __future__ import annotations
 
-import errno
 import json
-import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +32,7 @@ from ..errors import DshAuditError
 from ..fold import RebuiltRequest, RequestParts
 from ..header import HeaderSnapshot, is_placeholder
 from ..model_calls import answer_message
+from ..readers.found import read_found
 from ..tokens import common_prefix_length, count_tokens, token_ids
 
 # How an expected read was found (the `expectedBasis` column).
@@ -78,36 +76,10 @@ def sidecar_header(log: Path) -> RealHeader:
 
 def read_sidecar(path: Path, limit: int = SIDECAR_LIMIT) -> str:
     """A sidecar's text. A file planted beside a log must not put another file into the report, nor hang the
-    run: never through a symbolic link (lstat, then O_NOFOLLOW), only a regular file (a FIFO is opened without
-    blocking, then refused; a device is refused), at most `limit` bytes, UTF-8. Any failure is a one-line
-    error naming the sidecar (exit 2)."""
-    def refuse(why: str) -> DshAuditError:
-        return DshAuditError(f"sidecar {why}; --sidecars reads only regular files directly beside the log",
-                             path=str(path))
-
-    try:
-        info = path.lstat()
-    except OSError as error:
-        raise refuse(f"cannot be read: {error.strerror}") from None
-    if stat.S_ISLNK(info.st_mode):
-        raise refuse("is a symbolic link")
-    if not stat.S_ISREG(info.st_mode):
-        raise refuse("is not a regular file")
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError as error:
-        raise refuse("is a symbolic link" if error.errno == errno.ELOOP else f"cannot be read: {error.strerror}"
-                     ) from None
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):   # swapped since the lstat
-            raise refuse("is not a regular file")
-        try:
-            data = handle.read(limit + 1)
-        except OSError as error:
-            raise refuse(f"cannot be read: {error.strerror}") from None
-    if len(data) > limit:
-        raise refuse(f"is larger than {limit // (1024 * 1024)} MiB")
+    run: it is read as readers.found reads a file dsh-audit found itself (never through a symbolic link, only a
+    regular file), at most `limit` bytes, UTF-8. Any failure is a one-line error naming the sidecar (exit 2)."""
+    data = read_found(path, limit=limit, what="sidecar",
+                      hint="--sidecars reads only regular files directly beside the log")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
