@@ -363,7 +363,8 @@ def test_read_only_folder_is_one_line() -> None:
 def test_stdout_on_a_full_disk_is_one_line(tmp_path: Path) -> None:
     if not HAS_DEV_FULL:
         pytest.skip("no /dev/full")
-    for args in (["verify", str(SAMPLE)], ["rebuild", str(SAMPLE)], ["header-diff", str(SAMPLE)]):
+    for args in (["verify", str(SAMPLE)], ["rebuild", str(SAMPLE)], ["header-diff", str(SAMPLE)],
+                 ["cache-report", "--format", "parquet", "--out", "-", str(SAMPLE)]):
         with open("/dev/full", "wb") as full:
             done = subprocess.run([*AUDIT, *args], stdout=full, stderr=subprocess.PIPE, timeout=120, check=False)
         line = one_line(done.stderr)
