@@ -21,6 +21,7 @@ from .errors import DshAuditError, LogReadError
 from .findings import Finding
 from .output import write_output
 from .readers import discover, open_logs
+from .readers.discover import Skipped
 from .reconstruct import iter_requests
 
 GOLDEN_NAME = "dsh-audit.golden.json"
@@ -47,13 +48,14 @@ def _key(directory: Path, path: Path, label: str) -> str:
     return relative + label[len(str(path)):]   # keeps a SQLite store's "#sessionId"
 
 
-def collect(directory: Path, *, full: bool = False, message_prefix: str = "legacy") -> Iterator[LogRequests]:
-    """Every log below `directory`, rebuilt. Findings do not stop a rebuild (verify reports them); an
-    unreadable log yields an entry with `error` set."""
+def collect(directory: Path, *, full: bool = False, message_prefix: str = "legacy",
+            skipped: list[Skipped] | None = None) -> Iterator[LogRequests]:
+    """Every log below `directory`, rebuilt (the older generations left out are added to `skipped` when given).
+    Findings do not stop a rebuild (verify reports them); an unreadable log yields an entry with `error` set."""
     if not directory.is_dir():
         raise LogReadError("is not a directory; golden commands take the directory holding the logs",
                            path=str(directory))
-    for path in discover([directory]):
+    for path in discover([directory], skipped=skipped):
         try:
             for source in open_logs(path):
                 entry = LogRequests(_key(directory, path, source.label), source.generation.version)
@@ -105,7 +107,7 @@ def read_golden(directory: Path) -> dict[str, Any]:
 @dataclass(slots=True)
 class LogDiff:
     key: str
-    status: str                     # "same" | "changed" | "added" | "removed" | "unreadable"
+    status: str                     # "same" | "changed" | "added" | "removed" | "unreadable" | "skipped"
     lines: list[str] = field(default_factory=list)
 
     @property
@@ -167,7 +169,8 @@ def check(directory: Path) -> list[LogDiff]:
     pinned: dict[str, Any] = document["logs"]
     diffs: list[LogDiff] = []
     seen = set()
-    for entry in collect(directory, full=full, message_prefix=str(prefix)):
+    skipped: list[Skipped] = []
+    for entry in collect(directory, full=full, message_prefix=str(prefix), skipped=skipped):
         seen.add(entry.key)
         if entry.error is not None:
             diffs.append(LogDiff(entry.key, "unreadable", [entry.error]))
@@ -183,4 +186,11 @@ def check(directory: Path) -> list[LogDiff]:
         diffs.append(LogDiff(entry.key, "changed" if lines else "same", lines))
     for key in sorted(set(pinned) - seen):
         diffs.append(LogDiff(key, "removed", ["- log is in the golden file but no longer under the directory"]))
+    for older in skipped:   # as dsh does: named, never pinned
+        diffs.append(LogDiff(_relative(directory, older.label), "skipped",
+                             [f"an older generation; read {_relative(directory, older.read_instead)}"]))
     return diffs
+
+
+def _relative(directory: Path, label: str) -> str:
+    return Path(label).relative_to(directory).as_posix()
