@@ -360,15 +360,39 @@ def test_read_only_folder_is_one_line() -> None:
 
 # -- the error path -----------------------------------------------------------------------------------------
 
-def test_stdout_on_a_full_disk_is_one_line(tmp_path: Path) -> None:
-    if not HAS_DEV_FULL:
+# Every command that writes to stdout, in each of its formats (parquet with --out -); LOG and DIR are placeholders
+STDOUT_WRITERS = [
+    ["verify", "LOG"], ["verify", "--format", "json", "LOG"],
+    ["rebuild", "LOG"], ["rebuild", "--format", "jsonl", "LOG"], ["rebuild", "--format", "digest", "LOG"],
+    ["explain", "LOG", "1.2#2"], ["explain", "--format", "json", "LOG", "1.2#2"],
+    ["sessions", "--root", "DIR"], ["sessions", "--format", "json", "--root", "DIR"], ["report", "LOG", "-o", "-"],
+    ["golden", "check", "--junit", "-", "DIR"],
+    *(["cache-report", "--format", fmt, "--out", "-", "LOG"] for fmt in ("table", "csv", "json", "jsonl", "parquet")),
+    *(["header-diff", "--format", fmt, "--out", "-", "LOG"] for fmt in ("table", "csv", "json", "jsonl", "parquet")),
+]
+
+
+@pytest.mark.parametrize("sink", ["full disk", "closed pipe"])
+@pytest.mark.parametrize("args", STDOUT_WRITERS, ids=" ".join)
+def test_stdout_that_cannot_be_written_is_one_line_or_141(args: list[str], sink: str, tmp_path: Path) -> None:
+    """A full stdout is exit 2 in one line; a stdout nobody reads (`| head -c1` gone) is 141, quietly."""
+    if sink == "full disk" and not HAS_DEV_FULL:
         pytest.skip("no /dev/full")
-    for args in (["verify", str(SAMPLE)], ["rebuild", str(SAMPLE)], ["header-diff", str(SAMPLE)],
-                 ["cache-report", "--format", "parquet", "--out", "-", str(SAMPLE)]):
+    case = Case(tmp_path)   # its golden file pinned
+    given = [str(case.log) if arg == "LOG" else str(case.logs) if arg == "DIR" else arg for arg in args]
+    if sink == "full disk":
         with open("/dev/full", "wb") as full:
-            done = subprocess.run([*AUDIT, *args], stdout=full, stderr=subprocess.PIPE, timeout=120, check=False)
+            done = audit(*given, stdout=full.fileno())
         line = one_line(done.stderr)
         assert done.returncode == 2 and "cannot write to stdout: No space left on device" in line, line
+    else:
+        unread, closed = os.pipe()
+        os.close(unread)
+        try:
+            done = audit(*given, stdout=closed)
+        finally:
+            os.close(closed)
+        assert (done.returncode, done.stderr) == (141, b""), done.stderr
 
 
 INTERNAL_ERROR = """
