@@ -18,6 +18,7 @@ from dsh_audit.cli import main
 from dsh_audit.errors import LogReadError
 from dsh_audit.readers import home, open_log
 from dsh_audit.readers.home import (
+    Selection,
     default_paths,
     dsh_home,
     find_session,
@@ -111,7 +112,7 @@ def test_session_root_follows_dsh_home_paths(tmp_path: Path) -> None:
 # --- listing --------------------------------------------------------------------------------------------------
 
 def test_sessions_are_listed_newest_first_with_their_newest_generation(fake_home: Home) -> None:
-    infos = list_sessions(fake_home.root)
+    infos = list_sessions(fake_home.root).sessions
     assert [i.session_id for i in infos] == [None, GAMMA, BETA2, BETA, ALPHA]
     broken, gamma, beta2, beta, alpha = infos
     assert broken.error is not None and "corrupt zstd" in broken.error and broken.requests is None
@@ -133,7 +134,7 @@ def test_limit_and_tally(fake_home: Home) -> None:
         seen.append(str(getattr(source, "label", "")))
         return 7, 0.25
 
-    infos = list_sessions(fake_home.root, limit=3, tally=tally)
+    infos = list_sessions(fake_home.root, limit=3, tally=tally).sessions
     assert [i.requests for i in infos][1:] == [7, 7]
     assert [i.session_id for i in infos] == [None, GAMMA, BETA2]
     assert [i.cost_usd for i in infos] == [None, 0.25, 0.25]   # the unreadable log is never priced
@@ -182,10 +183,14 @@ def test_exact_id_wins_over_longer_ids_and_at_most_five_are_named(tmp_path: Path
 
 def test_default_paths(fake_home: Home, tmp_path: Path) -> None:
     given = (tmp_path / "x.jsonl",)
-    assert default_paths(given, None, fake_home.env) == list(given)
-    assert default_paths((), None, fake_home.env) == [fake_home.root]
-    assert default_paths((), "c4c4", fake_home.env) == [fake_home.logs["gamma"]]
-    assert default_paths((fake_home.root / "--work-beta--",), "b2b2c3", {}) == [fake_home.logs["beta2"]]
+    assert default_paths(given, None, fake_home.env) == Selection(list(given))
+    assert default_paths((), None, fake_home.env) == Selection([fake_home.root])
+    assert default_paths((), "c4c4", fake_home.env) == Selection([fake_home.logs["gamma"]])
+    assert default_paths((fake_home.root / "--work-beta--",), "b2b2c3", {}) == Selection([fake_home.logs["beta2"]])
+    alpha = fake_home.logs["alpha"]   # beside its v3, the v0 dsh no longer reads: skipped, and an input all the same
+    picked = default_paths((), "a1a1", fake_home.env)
+    assert picked == Selection([alpha], {alpha.with_name("session.jsonl"): alpha})
+    assert picked.inputs == [alpha, alpha.with_name("session.jsonl")]
     missing = {"DSH_HOME": str(tmp_path / "no-home")}
     with pytest.raises(LogReadError) as caught:
         default_paths((), None, missing)
@@ -254,7 +259,9 @@ def test_audit_sessions_table(fake_home: Home) -> None:
     assert re.search(rf"a1a1a1a1-0000  2026-\d\d-\d\dT\d\d:\d\d:\d\dZ  v3 +\d+ +{COST} +[\d.]+ kB  /work/alpha$",
                      alpha), alpha
     assert rows[1].endswith("  -")   # no cwd
-    assert " ".join(line.strip() for line in lines[-2:]).endswith(f"5 session(s) in {fake_home.root}, 1 unreadable")
+    closing = next(i for i, line in enumerate(lines) if line.startswith("5 session(s)"))   # wraps on a long path
+    assert " ".join(line.strip() for line in lines[closing:]) == (f"5 session(s) in {fake_home.root}, 1 unreadable, "
+                                                                  "1 older generation(s) skipped")
 
 
 def test_audit_sessions_json_limit_and_root(fake_home: Home, tmp_path: Path) -> None:
@@ -304,7 +311,9 @@ def test_humane_size() -> None:
 
 
 def test_scan_reads_headers_only(fake_home: Home) -> None:
-    infos = scan_sessions([fake_home.root])
+    scan = scan_sessions([fake_home.root])
+    assert scan.unlisted == []
+    infos = scan.sessions
     assert all(i.requests is None and i.cost_usd is None for i in infos)
     assert {i.session_id for i in infos} == {None, ALPHA, BETA, BETA2, GAMMA}
 
@@ -332,7 +341,7 @@ def test_commands_read_the_session_root_without_a_path_and_pick_one_with_session
     report = CliRunner().invoke(main, ["cache-report", "--no-predict", "--session", ALPHA, "--format", "json"])
     assert report.exit_code == 0 and json.loads(report.stdout)["rows"][0]["log"] == str(fake_home.logs["alpha"])
     digest = CliRunner().invoke(main, ["rebuild", "--session", "a1a1", "--format", "digest"])
-    assert digest.exit_code == 0 and digest.output.startswith("1.1#1\t")
+    assert digest.exit_code == 0 and digest.stdout.startswith("1.1#1\t")
     nothing = CliRunner().invoke(main, ["rebuild"])
     assert nothing.exit_code == 2 and "give a LOG, or --session ID" in nothing.output
 

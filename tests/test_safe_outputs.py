@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import shutil
 import signal
 import stat
@@ -40,7 +41,11 @@ HAS_DEV_FULL = Path("/dev/full").exists() and stat.S_ISCHR(os.stat("/dev/full").
 
 
 def audit(*args: str | bytes | Path, umask: int | None = None, env: dict[str, str] | None = None,
-          timeout: float = 120, user: str | None = None) -> subprocess.CompletedProcess[bytes]:
+          timeout: float = 120, user: str | None = None, stdout: int | None = None, file_size: int | None = None
+          ) -> subprocess.CompletedProcess[bytes]:
+    """The CLI in a subprocess; its stdout captured, or the descriptor `stdout` (a pipe nobody reads). With
+    `file_size`, no file it writes may grow past that many bytes (RLIMIT_FSIZE: a write past it fails as on a
+    full disk, with EFBIG)."""
     command: list[str | bytes | Path] = [*AUDIT, *args]
     if user is not None:
         command = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *command]
@@ -48,8 +53,12 @@ def audit(*args: str | bytes | Path, umask: int | None = None, env: dict[str, st
     def child() -> None:
         if umask is not None:
             os.umask(umask)
+        if file_size is not None:
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
 
-    return subprocess.run(command, capture_output=True, timeout=timeout, check=False, preexec_fn=child,
+    return subprocess.run(command, stdout=subprocess.PIPE if stdout is None else stdout, stderr=subprocess.PIPE,
+                          timeout=timeout, check=False, preexec_fn=child,
                           env={**os.environ, "COLUMNS": "120", **(env or {})})
 
 
@@ -98,6 +107,8 @@ WRITERS: dict[str, tuple[Callable[[Case, str], list[str]], bool]] = {
     "verify --junit": (lambda c, t: ["verify", "--junit", t, str(c.log)], True),
     "golden check --junit": (lambda c, t: ["golden", "check", "--junit", t, str(c.logs)], True),
     "cache-report --out": (lambda c, t: ["cache-report", "--format", "csv", "--out", t, str(c.log)], False),
+    "cache-report --out parquet": (lambda c, t: ["cache-report", "--format", "parquet", "--out", t, str(c.log)],
+                                   False),
     "header-diff --out": (lambda c, t: ["header-diff", "--format", "json", "--out", t, str(c.logs)], False),
     "report -o": (lambda c, t: ["report", str(c.log), "-o", t], False),
     "golden update": (lambda c, t: ["golden", "update", str(c.logs)], False),   # writes DIR/dsh-audit.golden.json
@@ -130,6 +141,12 @@ def place_sink(case: Case, writer: str, sink: str) -> str | None:
             target.symlink_to("/dev/full")
             return str(target)
         return "/dev/full"
+    if sink == "file-too-large":   # a regular file that cannot grow: a full disk for this process alone
+        old = target if golden else case.out / "old.out"
+        old.write_text("the old file\n")
+        return str(old)
+    if sink == "closed-pipe":   # `| head -c1` that has already gone: stdout is a pipe with no reader
+        return None if golden else "-"
     if sink == "dev-null":
         if golden:
             target.symlink_to("/dev/null")
@@ -153,15 +170,18 @@ def place_sink(case: Case, writer: str, sink: str) -> str | None:
     raise AssertionError(sink)
 
 
-REFUSED = ("input", "symlink-to-input", "directory", "dev-full", "under-a-file", "read-only-folder")
-SINKS = (*REFUSED, "dev-null", "missing-folder")
+REFUSED = ("input", "symlink-to-input", "directory", "dev-full", "file-too-large", "under-a-file",
+           "read-only-folder")
+FILE_SIZE_LIMIT = 200   # bytes: less than any writer writes for the sample log
+SINKS = (*REFUSED, "closed-pipe", "dev-null", "missing-folder")
 
 
 @pytest.mark.parametrize("sink", SINKS)
 @pytest.mark.parametrize("writer", list(WRITERS))
 def test_every_writer_against_every_sink(writer: str, sink: str, tmp_path: Path) -> None:
     """The fuzz-style cross product: refused sinks are one line and exit 2, with nothing written or left over;
-    devices are written through and stay devices; inputs never change. The golden file's path is named by
+    a closed pipe is 141 and nothing said; devices are written through and stay devices; inputs never change.
+    A writer added to WRITERS (a new command, a new format) meets every sink. The golden file's path is named by
     dsh-audit, not the user: any link there (to an input, a device) is refused, never written through."""
     case = Case(tmp_path)
     target = place_sink(case, writer, sink)
@@ -172,7 +192,15 @@ def test_every_writer_against_every_sink(writer: str, sink: str, tmp_path: Path)
     arguments, creates_folder = WRITERS[writer]
     inputs = snapshot(case.log) if writer == "golden update" else snapshot(case.logs)
     devices = {path: os.stat(path).st_mode for path in ("/dev/null", "/dev/full") if os.path.exists(path)}
-    done = audit(*arguments(case, target))
+    if sink == "closed-pipe":
+        unread, closed = os.pipe()
+        os.close(unread)
+        try:
+            done = audit(*arguments(case, target), stdout=closed)
+        finally:
+            os.close(closed)
+    else:
+        done = audit(*arguments(case, target), file_size=FILE_SIZE_LIMIT if sink == "file-too-large" else None)
     try:
         assert (snapshot(case.log) if writer == "golden update" else snapshot(case.logs)) == inputs
         for path, mode in devices.items():
@@ -188,6 +216,10 @@ def test_every_writer_against_every_sink(writer: str, sink: str, tmp_path: Path)
                 assert "refusing to write" in line and "reads" in line
             if sink == "dev-full" and not planted:
                 assert "No space left on device" in line
+            if sink == "file-too-large":
+                assert "File too large" in line and Path(target).read_text() == "the old file\n", line
+        elif sink == "closed-pipe":
+            assert (done.returncode, done.stderr) == (141, b""), done.stderr
         else:
             assert done.returncode == 0, done.stderr
             assert b"Traceback" not in done.stderr
@@ -314,7 +346,8 @@ def test_read_only_folder_is_one_line() -> None:
         log = root / "session.jsonl"
         out = root / "read-only"
         out.mkdir(mode=0o555)
-        for args in (["cache-report", "--out", out / "c.csv", log], ["verify", "--junit", out / "v.xml", log],
+        for args in (["cache-report", "--out", out / "c.csv", log], ["cache-report", "--out", out / "c.parquet", log],
+                     ["verify", "--junit", out / "v.xml", log],
                      ["header-diff", "--format", "json", "--out", out / "h.json", log],
                      ["report", log, "-o", out / "r.html"]):
             done = audit(*args, user=user)
@@ -331,14 +364,39 @@ def test_read_only_folder_is_one_line() -> None:
 
 # -- the error path -----------------------------------------------------------------------------------------
 
-def test_stdout_on_a_full_disk_is_one_line(tmp_path: Path) -> None:
-    if not HAS_DEV_FULL:
+# Every command that writes to stdout, in each of its formats (parquet with --out -); LOG and DIR are placeholders
+STDOUT_WRITERS = [
+    ["verify", "LOG"], ["verify", "--format", "json", "LOG"],
+    ["rebuild", "LOG"], ["rebuild", "--format", "jsonl", "LOG"], ["rebuild", "--format", "digest", "LOG"],
+    ["explain", "LOG", "1.2#2"], ["explain", "--format", "json", "LOG", "1.2#2"],
+    ["sessions", "--root", "DIR"], ["sessions", "--format", "json", "--root", "DIR"], ["report", "LOG", "-o", "-"],
+    ["golden", "check", "--junit", "-", "DIR"],
+    *(["cache-report", "--format", fmt, "--out", "-", "LOG"] for fmt in ("table", "csv", "json", "jsonl", "parquet")),
+    *(["header-diff", "--format", fmt, "--out", "-", "LOG"] for fmt in ("table", "csv", "json", "jsonl", "parquet")),
+]
+
+
+@pytest.mark.parametrize("sink", ["full disk", "closed pipe"])
+@pytest.mark.parametrize("args", STDOUT_WRITERS, ids=" ".join)
+def test_stdout_that_cannot_be_written_is_one_line_or_141(args: list[str], sink: str, tmp_path: Path) -> None:
+    """A full stdout is exit 2 in one line; a stdout nobody reads (`| head -c1` gone) is 141, quietly."""
+    if sink == "full disk" and not HAS_DEV_FULL:
         pytest.skip("no /dev/full")
-    for args in (["verify", str(SAMPLE)], ["rebuild", str(SAMPLE)], ["header-diff", str(SAMPLE)]):
+    case = Case(tmp_path)   # its golden file pinned
+    given = [str(case.log) if arg == "LOG" else str(case.logs) if arg == "DIR" else arg for arg in args]
+    if sink == "full disk":
         with open("/dev/full", "wb") as full:
-            done = subprocess.run([*AUDIT, *args], stdout=full, stderr=subprocess.PIPE, timeout=120, check=False)
+            done = audit(*given, stdout=full.fileno())
         line = one_line(done.stderr)
         assert done.returncode == 2 and "cannot write to stdout: No space left on device" in line, line
+    else:
+        unread, closed = os.pipe()
+        os.close(unread)
+        try:
+            done = audit(*given, stdout=closed)
+        finally:
+            os.close(closed)
+        assert (done.returncode, done.stderr) == (141, b""), done.stderr
 
 
 INTERNAL_ERROR = """

@@ -13,10 +13,10 @@ import io
 import json
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext, suppress
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import click
 
@@ -24,12 +24,16 @@ from . import fastpath, stopping
 from .errors import DshAuditError
 from .fold import RebuiltRequest
 from .readers import open_logs
+from .readers.discover import Skipped
 from .readers.limits import DECOMPRESSED_ENV, LINE_ENV, parse_size
 from .reconstruct import iter_requests
 from .records import LogSource, RequestDigest
 from .reports.views import COLOR_CHOICES, Terminal, terminal
 from .text import display, printable
 from .verify import LogReport, paused_gc, summary, verify_paths
+
+if TYPE_CHECKING:
+    from .readers.home import Selection
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_UNREADABLE, EXIT_INTERNAL = 0, 1, 2, 3
 EXIT_INTERRUPTED = stopping.EXIT_INTERRUPTED   # 128 + SIGINT, as a shell reports a process Ctrl-C ended
@@ -234,18 +238,27 @@ SESSION_OPTION = click.option(
 
 
 def chosen_log(log: Path | None, session: str | None) -> Path:
-    """The one LOG a command reads, or the --session picked."""
+    """The one LOG a command reads, or the --session picked: then the older generations of its log, which it
+    skips, are named on stderr, as a walk of the log's folder names them."""
     if log is None and session is None:
         raise DshAuditError("give a LOG, or --session ID to pick one from dsh's session root")
-    [path] = chosen_paths(() if log is None else (log,), session)
+    chosen = chosen_paths(() if log is None else (log,), session)
+    [path] = chosen.paths
+    tell_skipped(chosen.skipped)
     return path
 
 
-def chosen_paths(logs: tuple[Path, ...], session: str | None) -> list[Path]:
+def chosen_paths(logs: tuple[Path, ...], session: str | None) -> Selection:
     """What a command reads: the LOGS given, the --session picked, or with neither dsh's session root."""
     from .readers.home import default_paths
 
     return default_paths(logs, session)
+
+
+def tell_skipped(skipped: Sequence[Skipped]) -> None:
+    """On stderr, a line per older generation left out, where the command's own output cannot list them."""
+    for log in skipped:
+        click.echo(printable(f"audit: {log.reason}"), err=True)
 
 
 @main.command(epilog="""\b
@@ -276,14 +289,15 @@ def verify(logs: tuple[Path, ...], session: str | None, fmt: str, strict: bool, 
     from .output import check_output
     from .progress_bar import byte_progress
 
-    paths = chosen_paths(logs, session)
-    check_output(junit_file, inputs=paths, what="the JUnit report", create_folder=True)   # before the work
+    chosen = chosen_paths(logs, session)
+    paths = chosen.paths
+    check_output(junit_file, inputs=chosen.inputs, what="the JUnit report", create_folder=True)   # before the work
     single = jobs == 1 or (len(paths) == 1 and paths[0].is_file())   # read in this process: a bar by bytes
     reports: list[LogReport] = []
     with byte_progress(paths, "verify") if single else nullcontext():
         found = verify_paths(paths, message_prefix=message_prefix, jobs=jobs or None,
                              keep_requests=fmt == "json",   # the table shows counts only
-                             all_generations=all_generations)
+                             all_generations=all_generations, superseded=chosen.superseded)
         if fmt == "json":
             _stream_json(found, reports, strict)
         else:
@@ -295,7 +309,8 @@ def verify(logs: tuple[Path, ...], session: str | None, fmt: str, strict: bool, 
         print_view(term, verify_view.render(reports, paths, term, strict=strict))
     if junit_file is not None:
         from .junit import cases_from_reports, write_junit
-        write_junit(junit_file, "dsh-audit verify", cases_from_reports(reports, strict=strict), inputs=paths)
+        write_junit(junit_file, "dsh-audit verify", cases_from_reports(reports, strict=strict),
+                    inputs=chosen.inputs)
     if any(r.read_error for r in reports):
         return EXIT_UNREADABLE
     return EXIT_FINDINGS if any(r.failed(strict) for r in reports) else EXIT_CLEAN

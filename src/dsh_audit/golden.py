@@ -22,6 +22,7 @@ from .errors import DshAuditError, LogReadError
 from .findings import Finding
 from .output import write_output
 from .readers import discover, open_logs
+from .readers.discover import Skipped
 from .readers.found import read_found
 from .readers.jsonvalue import JsonProblem, JsonTooDeep, parse_json
 from .readers.limits import LINE_ENV, InputLimits, located
@@ -51,13 +52,14 @@ def _key(directory: Path, path: Path, label: str) -> str:
     return relative + label[len(str(path)):]   # keeps a SQLite store's "#sessionId"
 
 
-def collect(directory: Path, *, full: bool = False, message_prefix: str = "legacy") -> Iterator[LogRequests]:
-    """Every log below `directory`, rebuilt. Findings do not stop a rebuild (verify reports them); an
-    unreadable log yields an entry with `error` set."""
+def collect(directory: Path, *, full: bool = False, message_prefix: str = "legacy",
+            skipped: list[Skipped] | None = None) -> Iterator[LogRequests]:
+    """Every log below `directory`, rebuilt (the older generations left out are added to `skipped` when given).
+    Findings do not stop a rebuild (verify reports them); an unreadable log yields an entry with `error` set."""
     if not directory.is_dir():
         raise LogReadError("is not a directory; golden commands take the directory holding the logs",
                            path=str(directory))
-    for path in discover([directory]):   # a link with a log's name is an error here: a gate reads every log
+    for path in discover([directory], skipped=skipped):   # a link with a log's name is an error: a gate reads all
         try:
             for source in open_logs(path, found_in=directory):
                 entry = LogRequests(_key(directory, path, source.label), source.generation.version)
@@ -117,7 +119,7 @@ def read_golden(directory: Path, limits: InputLimits | None = None) -> dict[str,
 @dataclass(slots=True)
 class LogDiff:
     key: str
-    status: str                     # "same" | "changed" | "added" | "removed" | "unreadable"
+    status: str                     # "same" | "changed" | "added" | "removed" | "unreadable" | "skipped"
     lines: list[str] = field(default_factory=list)
 
     @property
@@ -179,7 +181,8 @@ def check(directory: Path) -> list[LogDiff]:
     pinned: dict[str, Any] = document["logs"]
     diffs: list[LogDiff] = []
     seen = set()
-    for entry in collect(directory, full=full, message_prefix=str(prefix)):
+    skipped: list[Skipped] = []
+    for entry in collect(directory, full=full, message_prefix=str(prefix), skipped=skipped):
         seen.add(entry.key)
         if entry.error is not None:
             diffs.append(LogDiff(entry.key, "unreadable", [entry.error]))
@@ -195,4 +198,11 @@ def check(directory: Path) -> list[LogDiff]:
         diffs.append(LogDiff(entry.key, "changed" if lines else "same", lines))
     for key in sorted(set(pinned) - seen):
         diffs.append(LogDiff(key, "removed", ["- log is in the golden file but no longer under the directory"]))
+    for older in skipped:   # as dsh does: named, never pinned
+        diffs.append(LogDiff(_relative(directory, older.label), "skipped",
+                             [f"an older generation; read {_relative(directory, older.read_instead)}"]))
     return diffs
+
+
+def _relative(directory: Path, label: str) -> str:
+    return Path(label).relative_to(directory).as_posix()

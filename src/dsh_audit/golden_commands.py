@@ -9,11 +9,12 @@ from pathlib import Path
 
 import click
 
-from .cli import COLOR_OPTION, EXIT_CLEAN, EXIT_FINDINGS, EXIT_UNREADABLE, print_view
+from .cli import COLOR_OPTION, EXIT_CLEAN, EXIT_FINDINGS, EXIT_UNREADABLE, print_view, tell_skipped
 from .errors import DshAuditError
 from .golden import LogDiff, check, collect, golden_document, golden_path, write_golden
 from .junit import case_for_log, write_junit
 from .output import check_output
+from .readers.discover import Skipped
 from .reports.views import Terminal, terminal, wrap
 from .text import printable
 
@@ -41,15 +42,18 @@ def update(directory: Path, full: bool, message_prefix: str) -> int:
     """Rebuild every log under DIRECTORY and (re)write its golden file. Nothing is written if a log is unreadable."""
     check_output(golden_path(directory), inputs=[directory], what="the golden file",   # before the work
                  follow_links=False)
-    entries = list(collect(directory, full=full, message_prefix=message_prefix))
+    skipped: list[Skipped] = []
+    entries = list(collect(directory, full=full, message_prefix=message_prefix, skipped=skipped))
+    tell_skipped(skipped)
     unreadable = [entry for entry in entries if entry.error is not None]
     for entry in unreadable:
         click.echo(printable(f"audit: {entry.error}"), err=True)
     if unreadable:
         raise DshAuditError(f"{len(unreadable)} unreadable log(s); golden file not written")
     target = write_golden(directory, golden_document(entries, full=full, message_prefix=message_prefix))
+    older = f", {len(skipped)} older generation(s) skipped" if skipped else ""
     click.echo(printable(f"wrote {target}: {len(entries)} log(s), {sum(len(e.requests) for e in entries)} "
-                         "request(s)"))
+                         f"request(s){older}"))
     return EXIT_CLEAN
 
 
@@ -59,9 +63,10 @@ _DIGEST = re.compile(r"\b([0-9a-f]{12})[0-9a-f]{52}\b")
 def _diff_lines(diff: LogDiff, term: Terminal) -> list[str]:
     """A log's status and path, then what changed, request by request, digests cut to their first 12 digits
     (the golden file and the JUnit report keep them whole)."""
-    status = "ok" if diff.ok else diff.status.upper()
+    status = "ok" if diff.ok else diff.status if diff.status == "skipped" else diff.status.upper()
     lines = wrap(f"{status:<10} {diff.key}", term.width, "")
-    lines[0] = term.style(status, fg="green" if diff.ok else "red", bold=not diff.ok or None) + lines[0][len(status):]
+    colour = "green" if diff.ok else None if diff.status == "skipped" else "red"
+    lines[0] = term.style(status, fg=colour, bold=colour == "red" or None) + lines[0][len(status):]
     for line in diff.lines:
         indent = "    " + " " * (len(line) - len(line.lstrip(" ")))
         lines += wrap(_DIGEST.sub(r"\1…", line.lstrip(" ")), term.width, indent)
@@ -83,16 +88,19 @@ def check_command(directory: Path, junit_file: Path | None, color: str | None) -
     elapsed = (time.perf_counter() - started) / max(len(diffs), 1)
     changed = sum(diff.status in ("changed", "added", "removed") for diff in diffs)
     unreadable = sum(diff.status == "unreadable" for diff in diffs)
+    skipped = sum(diff.status == "skipped" for diff in diffs)
+    older = f", {skipped} older generation(s) skipped" if skipped else ""
     term = terminal()
     view = [line for diff in diffs for line in _diff_lines(diff, term)]
     view += [term.style(line, bold=True, fg="red" if changed or unreadable else None) for line in wrap(
-        f"{len(diffs)} log(s) checked against {golden_path(directory)}: {changed} changed, {unreadable} unreadable",
-        term.width, "")]
+        f"{len(diffs) - skipped} log(s) checked against {golden_path(directory)}: {changed} changed, {unreadable} "
+        f"unreadable{older}", term.width, "")]
     print_view(term, "\n".join(view))
     if junit_file is not None:
         cases = [case_for_log(str(directory / diff.key), seconds=elapsed, details="\n".join(diff.lines),
                               error=diff.lines[0] if diff.status == "unreadable" else None,
-                              failure=None if diff.status in ("same", "unreadable") else
+                              skipped=diff.lines[0] if diff.status == "skipped" else None,
+                              failure=None if diff.status in ("same", "unreadable", "skipped") else
                               f"{diff.status}: rebuilt requests differ from the golden file",
                               failure_type="golden-diff")
                  for diff in diffs]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from .cli import ALL_GENERATIONS_OPTION, EXIT_CLEAN, LOGS_ARGUMENT, SESSION_OPTION, chosen_paths
+from .cli import ALL_GENERATIONS_OPTION, EXIT_CLEAN, LOGS_ARGUMENT, SESSION_OPTION, chosen_paths, tell_skipped
 from .output import check_output, is_stream, write_output
 from .reports.views import count, usd
 from .text import printable
@@ -45,20 +45,24 @@ def report(logs: tuple[Path, ...], session: str | None, out: Path, all_generatio
     from .reports.html import findings_frame, render_report, skipped_logs
     from .verify import paused_gc, verify_paths
 
-    paths = chosen_paths(logs, session)
-    check_output(out, inputs=paths, what="the report")   # before the work
+    selection = chosen_paths(logs, session)
+    paths, older = selection.paths, selection.superseded
+    check_output(out, inputs=selection.inputs, what="the report")   # before the work
     with paused_gc():
-        cache = build_cache_report(paths, CacheOptions(), all_generations=all_generations)
-        headers = build_header_diff(paths, all_generations=all_generations, unreadable=[])
-        verified = list(verify_paths(paths, keep_requests=False, all_generations=all_generations))
+        cache = build_cache_report(paths, CacheOptions(), all_generations=all_generations, superseded=older)
+        headers = build_header_diff(paths, all_generations=all_generations, unreadable=[], superseded=older)
+        verified = list(verify_paths(paths, keep_requests=False, all_generations=all_generations,
+                                     superseded=older))
     document = render_report(cache, headers, findings_frame(verified), inputs=[str(p) for p in paths],
                              skipped=skipped_logs(verified), unreadable=cache.unreadable,
                              overview=cache.logs.height > 1 or any(p.is_dir() for p in paths),
                              generator=_generator())
-    size = write_output(out, document, inputs=paths, what="the report")   # a reader never sees half a report
+    size = write_output(out, document, inputs=selection.inputs, what="the report")   # never half a report
     totals = cache.totals.to_dicts()[0]
+    skipped = f", {len(cache.skipped)} older generation(s) skipped" if cache.skipped else ""
     click.echo(printable(f"wrote {out} ({count(size)}B): {cache.logs.height} session log(s), "
                          f"{totals['requests']} request(s), {totals['collapses']} collapse(s), "
-                         f"cost {usd(totals['costUsd'])}"), err=is_stream(out))   # not into the page on stdout
+                         f"cost {usd(totals['costUsd'])}{skipped}"), err=is_stream(out))   # not into the page
     tell_unreadable(cache.unreadable, listed=False)
+    tell_skipped(cache.skipped)
     return EXIT_CLEAN

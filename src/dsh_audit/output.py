@@ -10,7 +10,8 @@ every command writes by the same rules (docs/outputs.md):
 - a path dsh-audit names itself (the golden file: `follow_links=False`) is written only as a regular file: a
   symbolic link, a device or a pipe planted there is refused, never written through (readers.found);
 - a new file gets the user's umask (0o666 & ~umask), a replaced file keeps its mode;
-- every failure (no such folder, read-only folder, disk full) is a DshAuditError: one line, exit 2.
+- every failure (no such folder, read-only folder, disk full) is a DshAuditError: one line, exit 2, also when a
+  library writes through the file object and wraps the OSError in an error of its own (`library_sink`).
 
 Outputs stream: the writer gets a file object and writes as it goes.
 """
@@ -307,6 +308,43 @@ def _write_replacing(plan: _Plan, binary: bool, what: str, shown: str) -> Iterat
         raise
 
 
+class _Surfacing:
+    """Writes through to `handle`, keeping the OSError a write raised."""
+
+    def __init__(self, handle: IO[bytes]) -> None:
+        self.handle = handle
+        self.error: OSError | None = None
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self.handle.write(data)
+        except OSError as error:
+            self.error = error
+            raise
+
+    def flush(self) -> None:
+        try:
+            self.handle.flush()
+        except OSError as error:
+            self.error = error
+            raise
+
+
+@contextmanager
+def library_sink(handle: IO[bytes]) -> Iterator[IO[bytes]]:
+    """`handle` for a library that writes through a file object but turns what write() raises into an error of
+    its own (polars' Parquet writer: a ComputeError "Invalid thrift: transport error"). The OSError underneath
+    is raised in its place, so a full disk, a closed pipe or a failing device ends the command as any other
+    sink's does (exit 2 in one line, 141 quietly). The proxy has no fileno(): the library cannot write past it."""
+    surfacing = _Surfacing(handle)
+    try:
+        yield cast(IO[bytes], surfacing)
+    except Exception as error:
+        if surfacing.error is not None and error is not surfacing.error:
+            raise surfacing.error from None
+        raise
+
+
 def write_output(target: Path | str | None, data: str | bytes, *, inputs: Iterable[Path] = (),
                  what: str = "the output", create_folder: bool = False, follow_links: bool = True) -> int:
     """Write `data` whole to `target` by the rules above; the number of bytes written."""
@@ -324,5 +362,5 @@ def is_stream(target: Path | str | None) -> bool:
     return os.path.abspath(str(target)) in _STDOUT_NAMES
 
 
-__all__ = ["STDOUT", "OutputError", "check_output", "is_stream", "new_file_mode", "open_output", "umask",
-           "write_output"]
+__all__ = ["STDOUT", "OutputError", "check_output", "is_stream", "library_sink", "new_file_mode", "open_output",
+           "umask", "write_output"]

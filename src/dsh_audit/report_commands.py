@@ -10,10 +10,18 @@ from typing import TypeVar
 import click
 import polars as pl
 
-from .cli import ALL_GENERATIONS_OPTION, COLOR_OPTION, EXIT_CLEAN, LOGS_ARGUMENT, SESSION_OPTION, chosen_paths
+from .cli import (
+    ALL_GENERATIONS_OPTION,
+    COLOR_OPTION,
+    EXIT_CLEAN,
+    LOGS_ARGUMENT,
+    SESSION_OPTION,
+    chosen_paths,
+    tell_skipped,
+)
 from .errors import DshAuditError
 from .progress_bar import byte_progress
-from .readers.discover import Unreadable
+from .readers.discover import Skipped, Unreadable
 from .reports import cache_view, header_view
 from .reports.cache_report import ROW_KINDS, SCHEMA_VERSION, UNEXPLAINED, CacheOptions, build_cache_report
 from .reports.header_diff import SCHEMA_VERSION as HEADER_SCHEMA_VERSION
@@ -64,15 +72,19 @@ def header_diff(logs: tuple[Path, ...], session: str | None, fmt: str | None, ou
     tools added, removed or changed, the system prompt as a diff. From format v3 the prompt is the
     system/message head, and its changes are shown too."""
     chosen = output_format(fmt, out)
-    paths = chosen_paths(logs, session)
-    check_frame_output(chosen, out, paths)   # before the work
+    selection = chosen_paths(logs, session)
+    check_frame_output(chosen, out, selection.inputs)   # before the work
     unreadable: list[Unreadable] = []
-    with byte_progress(paths, "header-diff"):
-        frame = build_header_diff(paths, all_generations=all_generations, unreadable=unreadable)
+    skipped: list[Skipped] = []
+    with byte_progress(selection.paths, "header-diff"):
+        frame = build_header_diff(selection.paths, all_generations=all_generations, unreadable=unreadable,
+                                  skipped=skipped, superseded=selection.superseded)
     write_frame(frame, chosen, out, schema="dsh-audit/header-diff", version=HEADER_SCHEMA_VERSION,
-                table=_emit(lambda term: header_view.render(frame, term, wide=wide, unreadable=unreadable)),
-                inputs=paths)
+                table=_emit(lambda term: header_view.render(frame, term, wide=wide, unreadable=unreadable,
+                                                            skipped=skipped)),
+                inputs=selection.inputs)
     tell_unreadable(unreadable, listed=chosen == "table")
+    tell_skipped([] if chosen == "table" else skipped)
     return EXIT_CLEAN
 
 
@@ -163,9 +175,9 @@ def cache_report(logs: tuple[Path, ...], session: str | None, fmt: str | None, o
     causes, and what each call and each collapse cost; a summary per log and overall."""
     flat = _prices(prices_file, (price_hit, price_miss, price_output))
     chosen = output_format(fmt, out)
-    paths = chosen_paths(logs, session)
+    selection = chosen_paths(logs, session)
     option_files = [file for file in (prices_file, system_file, tools_file) if file is not None]
-    check_frame_output(chosen, out, [*paths, *option_files])   # before the work
+    check_frame_output(chosen, out, [*selection.inputs, *option_files])   # before the work
     tools = _option_file(tools_file, json.loads) if tools_file else None
     if tools is not None and not isinstance(tools, list):
         raise DshAuditError("expected a JSON list of tool schemas", path=str(tools_file))
@@ -174,12 +186,14 @@ def cache_report(logs: tuple[Path, ...], session: str | None, fmt: str | None, o
         block=block, collapse_ratio=collapse_threshold, prices=table, message_prefix=message_prefix,
         wire=wire, system=_option_file(system_file, str) if system_file else None, tools=tools,
         sidecars=sidecars, predict=predict)
-    with byte_progress(paths, "cache-report"):
-        report = build_cache_report(paths, options, all_generations=all_generations)
+    with byte_progress(selection.paths, "cache-report"):
+        report = build_cache_report(selection.paths, options, all_generations=all_generations,
+                                    superseded=selection.superseded)
     write_frame(report.rows(rows), chosen, out, schema=f"dsh-audit/cache-report/{rows}", version=SCHEMA_VERSION,
                 table=_emit(lambda term: cache_view.render(report, term, wide=wide)),
-                inputs=[*paths, *option_files])
+                inputs=[*selection.inputs, *option_files])
     tell_unreadable(report.unreadable, listed=chosen == "table")
+    tell_skipped([] if chosen == "table" else report.skipped)
     if fail_on_unexplained and report.unreadable:   # a gate cannot say there is none in a log it did not read
         raise DshAuditError(f"--fail-on-unexplained: {len(report.unreadable)} log(s) could not be read")
     unexplained = report.requests.filter(pl.col("collapse") & (pl.col("cause") == UNEXPLAINED)).to_dicts()

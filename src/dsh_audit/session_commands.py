@@ -1,5 +1,6 @@
 """`audit sessions`: the sessions in dsh's session root, newest first. Exit codes: 0 listed (a log that cannot
-be read is a row with its error), 2 when the root itself cannot be read."""
+be read is a row with its error, a folder that cannot be listed is named under the table), 2 when the root
+itself cannot be read."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 import click
 
 from .cli import COLOR_OPTION, EXIT_CLEAN, print_view
-from .readers.home import HOME_ENV, SessionInfo, list_sessions, require_root, session_root
+from .readers.home import HOME_ENV, SessionInfo, SessionScan, list_sessions, require_root, session_root
 from .records import LogSource
 from .reports.views import Column, Terminal, located_error, table, terminal, wrap
 from .text import display, printable
@@ -71,9 +72,10 @@ COLUMNS = (
 )
 
 
-def render_table(infos: list[SessionInfo], root: Path, term: Terminal) -> str:
+def render_table(scan: SessionScan, root: Path, term: Terminal) -> str:
     """A row per session, columns dropped (then the cwd cut) to fit the terminal; under an unreadable session's
-    row, why it cannot be read."""
+    row, why it cannot be read; under the table, each folder that could not be listed."""
+    infos = scan.sessions
     rows = table([_cells(info) for info in infos], COLUMNS, width=term.width, wide=False, indent="")
     lines = [term.style(rows[0], bold=True)]
     for info, row in zip(infos, rows[1:], strict=True):
@@ -83,8 +85,13 @@ def render_table(infos: list[SessionInfo], root: Path, term: Terminal) -> str:
         lines.append(term.style(row, fg="red"))
         lines += [term.style(line, fg="red") for line in
                   wrap(f"error: {located_error(str(info.path), info.error)}", term.width, "  ")]
+    for folder in scan.unlisted:
+        lines += [term.style(line, fg="red") for line in wrap(f"error: {folder.reason}", term.width, "  ")]
     unreadable = sum(info.error is not None for info in infos)
     closing = f"{len(infos)} session(s) in {root}" + (f", {unreadable} unreadable" if unreadable else "")
+    closing += f", {len(scan.unlisted)} folder(s) that could not be listed" if scan.unlisted else ""
+    older = sum(len(info.skipped) for info in infos)
+    closing += f", {older} older generation(s) skipped" if older else ""
     lines += wrap(closing, term.width, "")
     return "\n".join(lines) + "\n"
 
@@ -93,7 +100,7 @@ def session_json(info: SessionInfo) -> dict[str, Any]:
     return {"id": info.session_id, "cwd": info.cwd, "generation": info.generation, "path": str(info.path),
             "directory": str(info.directory), "sizeBytes": info.size, "lastActivity": _iso(info.last_activity),
             "requests": info.requests, "costUsd": info.cost_usd, "children": [str(p) for p in info.children],
-            "error": info.error}
+            "skipped": [str(p) for p in info.skipped], "error": info.error}
 
 
 @click.command(epilog="""\b
@@ -101,8 +108,8 @@ Examples:
   audit sessions                       the sessions under $DSH_HOME/sessions (else ~/.dsh/sessions)
   audit sessions --limit 5 --format json
   audit verify --session 3f2a          then read one of them by the start of its id
-Exit codes: 0 listed (an unreadable log is a row with its error), 2 the root cannot be read, 3 internal
-error, 130 interrupted.""")
+Exit codes: 0 listed (an unreadable log is a row with its error, a folder that cannot be listed a line under
+the table), 2 the root cannot be read, 3 internal error, 130 interrupted.""")
 @click.option("--root", type=click.Path(path_type=Path), default=None,
               help=f"Session root to list (default: ${HOME_ENV}/sessions, else ~/.dsh/sessions, as dsh keeps them).")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
@@ -114,11 +121,12 @@ def sessions(root: Path | None, fmt: str, limit: int | None, color: str | None) 
     Pass an id (or its start) to another command with --session."""
     chosen = root if root is not None else session_root(os.environ)
     require_root(chosen, other=None if root is not None else "use --root")
-    infos = list_sessions(chosen, limit=limit, tally=_tally)
+    scan = list_sessions(chosen, limit=limit, tally=_tally)
     if fmt == "json":
-        document = {"root": str(chosen), "sessions": [session_json(info) for info in infos]}
+        document = {"root": str(chosen), "sessions": [session_json(info) for info in scan.sessions],
+                    "unlisted": [{"path": folder.label, "error": folder.reason} for folder in scan.unlisted]}
         click.echo(printable(json.dumps(document, indent=2, ensure_ascii=False)))
     else:
         term = terminal()
-        print_view(term, render_table(infos, chosen, term))
+        print_view(term, render_table(scan, chosen, term))
     return EXIT_CLEAN

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -182,11 +182,12 @@ def verify_path(path: Path, found_in: Path | None = None, *, message_prefix: str
 
 
 def verify_paths(paths: Iterable[Path], *, message_prefix: str = "legacy", jobs: int | None = 1,
-                 keep_requests: bool = True, all_generations: bool = False) -> Iterator[LogReport]:
+                 keep_requests: bool = True, all_generations: bool = False,
+                 superseded: Mapping[Path, Path] | None = None) -> Iterator[LogReport]:
     """Reports for every log below `paths`, in discovery order, then one per older generation skipped in a
-    session directory (all are read with `all_generations`). `jobs` > 1 (None: one per core) verifies logs in
-    that many processes; the output order stays deterministic."""
-    found = discover_logs(list(paths), all_generations=all_generations)
+    session directory, or of a log picked by --session (`superseded`; all are read with `all_generations`).
+    `jobs` > 1 (None: one per core) verifies logs in that many processes; the output order stays deterministic."""
+    found = discover_logs(list(paths), all_generations=all_generations, superseded=superseded)
     for folder, why in sorted(found.unlisted.items()):   # a gate never passes over what it could not read
         yield LogReport(label=str(folder), read_error=f"{folder}: {why}")
     for link, why in sorted(found.links.items()):

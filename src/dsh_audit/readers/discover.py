@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -189,11 +189,19 @@ def _newest_generations(found: list[Path], discovery: Discovery) -> list[Path]:
     return [path for path in found if path in kept]
 
 
-def discover_logs(paths: Iterable[str | os.PathLike[str]], *, all_generations: bool = False) -> Discovery:
+def discover_logs(paths: Iterable[str | os.PathLike[str]], *, all_generations: bool = False,
+                  superseded: Mapping[Path, Path] | None = None) -> Discovery:
     """Files as given; each directory replaced by the dsh logs below it, sorted: the newest generation of each
-    log, or every generation with `all_generations`. No duplicates."""
+    log, or every generation with `all_generations`. No duplicates. `superseded`: older generations of a log
+    picked by --session (which names a session, not a file), each with the log picked: skipped as a walk of
+    their folder skips them, or read too with `all_generations`."""
     discovery = Discovery()
     seen: set[Path] = set()
+    older = dict(superseded or {})
+    if all_generations:
+        paths = [*paths, *older]
+    else:
+        discovery.skipped.update(older)
     for given in paths:
         path = Path(given)
         if str(path) == STDIN:   # always standard input: a file named `-` is named by its absolute path
@@ -217,15 +225,18 @@ def discover_logs(paths: Iterable[str | os.PathLike[str]], *, all_generations: b
     return discovery
 
 
-def discover(paths: Iterable[str | os.PathLike[str]], *, all_generations: bool = False) -> list[Path]:
-    """The files discover_logs selects (see there). A folder it could not list, a link with a log's name, or a
-    directory with no dsh log below it, is an error: a report over what could be read would pass over the rest in
-    silence."""
+def discover(paths: Iterable[str | os.PathLike[str]], *, all_generations: bool = False,
+             skipped: list[Skipped] | None = None) -> list[Path]:
+    """The files discover_logs selects (see there); the older generations it skipped are added to `skipped`
+    when given. A folder it could not list, a link with a log's name, or a directory with no dsh log below it, is
+    an error: a report over what could be read would pass over the rest in silence."""
     discovery = discover_logs(paths, all_generations=all_generations)
     for folder, why in (*discovery.unlisted.items(), *discovery.links.items()):
         raise LogReadError(why, path=str(folder))
     for directory in discovery.empty:
         raise LogReadError(no_log_below(directory, discovery), path=str(directory))
+    if skipped is not None:
+        skipped += skipped_generations(discovery)
     return discovery.files
 
 
@@ -246,15 +257,33 @@ class Unreadable:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """An older generation a report left out, as dsh does, and the newer log it read instead."""
+
+    label: str
+    read_instead: str
+
+    @property
+    def reason(self) -> str:
+        return f"{self.label}: skipped: an older generation; read {self.read_instead}"
+
+
+def skipped_generations(discovery: Discovery) -> list[Skipped]:
+    return [Skipped(str(older), str(newer)) for older, newer in sorted(discovery.skipped.items())]
+
+
 def read_each(paths: Iterable[str | os.PathLike[str]], read: Callable[[Path, Path | None], T], *,
-              all_generations: bool = False) -> tuple[list[T], list[Unreadable]]:
+              all_generations: bool = False, superseded: Mapping[Path, Path] | None = None
+              ) -> tuple[list[T], list[Unreadable], list[Skipped]]:
     """`read(file, found_in)` of every file discover_logs selects (`found_in`: the folder a walk found it in, to
-    open it from without following a link; None for a path given), and what could not be read: one unreadable,
-    newer or corrupt log never hides the others (a user's home is no curated folder). A folder that could not be
-    listed, a link with a log's name, a directory with no log, a generation stored twice and a file whose `read`
-    raised (a DshAuditError or an OSError) are each an Unreadable; `read` returns all of a file's result or
-    raises, so nothing of it is kept then. Only when nothing at all could be read is the first of them raised."""
-    discovery = discover_logs(paths, all_generations=all_generations)
+    open it from without following a link; None for a path given), what could not be read and the older
+    generations skipped: one unreadable, newer or corrupt log never hides the others (a user's home is no curated
+    folder), and nothing is left out unsaid. A folder that could not be listed, a link with a log's name, a
+    directory with no log, a generation stored twice and a file whose `read` raised (a DshAuditError or an
+    OSError) are each an Unreadable; `read` returns all of a file's result or raises, so nothing of it is kept
+    then. Only when nothing at all could be read is the first of them raised."""
+    discovery = discover_logs(paths, all_generations=all_generations, superseded=superseded)
     failures: list[tuple[Unreadable, DshAuditError]] = []
 
     def failed(label: Path, error: DshAuditError) -> None:
@@ -278,4 +307,4 @@ def read_each(paths: Iterable[str | os.PathLike[str]], read: Callable[[Path, Pat
             failed(file, LogReadError(f"cannot read: {error.strerror or error}", path=str(file)))
     if failures and not results:
         raise failures[0][1]
-    return results, [unreadable for unreadable, _ in failures]
+    return results, [unreadable for unreadable, _ in failures], skipped_generations(discovery)

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from dsh_audit.errors import DshAuditError, LogReadError
 from dsh_audit.generations import parse_log_name
 from dsh_audit.readers import open_log, open_logs
-from dsh_audit.readers.discover import discover_logs
+from dsh_audit.readers.discover import Skipped, Unreadable, discover_logs
 from dsh_audit.readers.found import refused_link
 from dsh_audit.reconstruct import iter_requests
 from dsh_audit.records import LogSource
@@ -52,6 +52,7 @@ class SessionInfo:
     size: int                   # bytes of the file read
     last_activity: datetime
     children: tuple[Path, ...] = ()
+    skipped: tuple[Path, ...] = ()   # older generations of the log beside it, which dsh no longer reads
     requests: int | None = None
     cost_usd: float | None = None
     error: str | None = None
@@ -176,16 +177,32 @@ def _newest_first(info: SessionInfo) -> tuple[float, str, str]:
     return -info.last_activity.timestamp(), info.session_id or "", str(info.path)
 
 
-def scan_sessions(roots: Iterable[Path]) -> list[SessionInfo]:
-    """Every session below `roots`, newest first, from headers only (no request counts, no cost)."""
+@dataclass(frozen=True, slots=True)
+class SessionScan:
+    """The sessions below some roots, newest first, and what could not be looked into: a folder the walk could
+    not list may hold sessions, so a listing names it (as read_each does) and never passes over it."""
+
+    sessions: list[SessionInfo]
+    unlisted: list[Unreadable]
+
+
+def scan_sessions(roots: Iterable[Path]) -> SessionScan:
+    """Every session below `roots`, newest first, from headers only (no request counts, no cost), and each folder
+    below them that could not be listed, with why."""
     infos: list[SessionInfo] = []
+    unlisted: list[Unreadable] = []
     for root in roots:
         discovery = discover_logs([root])
+        older: dict[Path, tuple[Path, ...]] = {}
+        for old, newer in sorted(discovery.skipped.items()):
+            older[newer] = (*older.get(newer, ()), old)
         for path, children in _sessions_in(discovery.files):
             # The same generation stored twice (plain and compressed): reading either would be a guess.
-            infos.extend(_headers(path, children, discovery.ambiguous.get(path), root))
+            infos += [replace(info, skipped=older.get(path, ()))
+                      for info in _headers(path, children, discovery.ambiguous.get(path), root)]
         infos.extend(_linked(path, why) for path, why in discovery.links.items())
-    return sorted(infos, key=_newest_first)
+        unlisted += [Unreadable(str(folder), f"{folder}: {why}") for folder, why in sorted(discovery.unlisted.items())]
+    return SessionScan(sorted(infos, key=_newest_first), unlisted)
 
 
 # --- requests and cost ------------------------------------------------------------------------------------------
@@ -209,13 +226,14 @@ def _tallied(info: SessionInfo, tally: Tally) -> SessionInfo:
     return replace(info, requests=requests, cost_usd=cost)
 
 
-def list_sessions(root: Path, *, limit: int | None = None, tally: Tally = count_requests) -> list[SessionInfo]:
+def list_sessions(root: Path, *, limit: int | None = None, tally: Tally = count_requests) -> SessionScan:
     """The sessions below `root`, newest first (by last activity), at most `limit`, each with its own request
     count and cost as `tally` gives them (from a freshly opened source of the log). A log that cannot be read is
-    listed with its error; only a missing root raises (LogReadError)."""
-    infos = scan_sessions([root])
-    chosen = infos if limit is None else infos[:limit]
-    return [_tallied(info, tally) for info in chosen]
+    listed with its error, a folder that cannot be listed in `unlisted` (whatever the limit); only a missing root
+    raises (LogReadError)."""
+    scan = scan_sessions([root])
+    chosen = scan.sessions if limit is None else scan.sessions[:limit]
+    return SessionScan([_tallied(info, tally) for info in chosen], scan.unlisted)
 
 
 # --- picking one ------------------------------------------------------------------------------------------------
@@ -240,39 +258,63 @@ def _candidates(infos: list[SessionInfo]) -> str:
     return shown + (f" and {more} more" if more > 0 else "")
 
 
-def _find(roots: Iterable[Path], prefix: str) -> Path:
+def _find(roots: Iterable[Path], prefix: str) -> SessionInfo:
     roots = list(roots)
     if not prefix:
         raise LogReadError("an empty --session prefix matches every session; give the start of an id")
-    matches = _matching(scan_sessions(roots), prefix)
+    scan = scan_sessions(roots)
+    matches = _matching(scan.sessions, prefix)
     where = ", ".join(str(root) for root in roots)
-    if not matches:
-        raise LogReadError(f"no session id or directory starts with {prefix!r} under {where}")
+    if not matches:   # it may be in a folder that could not be listed: say which
+        unlisted = f" ({len(scan.unlisted)} folder(s) could not be listed: {scan.unlisted[0].reason})" \
+            if scan.unlisted else ""
+        raise LogReadError(f"no session id or directory starts with {prefix!r} under {where}{unlisted}")
     if len(matches) > 1:
         raise LogReadError(f"session prefix {prefix!r} is ambiguous under {where}: {len(matches)} sessions "
                            f"match ({_candidates(matches)})")
     if matches[0].path.is_symlink():   # found, not given: never followed (readers.found)
         raise LogReadError(refused_link("this session's log"), path=str(matches[0].path))
-    return matches[0].path
+    return matches[0]
 
 
 def find_session(root: Path, prefix: str) -> Path:
     """The log of the one session below `root` whose header id or directory name starts with `prefix` (dsh's
     `session-` prefix may be left out). No match, or more than one, is a one-line LogReadError naming up to five
     candidates."""
-    return _find([root], prefix)
+    return _find([root], prefix).path
 
 
 # --- what the commands read -------------------------------------------------------------------------------------
 
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """What a command reads: `paths`; for a session picked by --session, the older generations of its log it
+    skips, each with the log read instead (readers.discover.discover_logs reports them as a walk does)."""
+
+    paths: list[Path]
+    superseded: dict[Path, Path] = field(default_factory=dict)
+
+    @property
+    def inputs(self) -> list[Path]:
+        """Every file the command may read (no output is ever written onto one)."""
+        return [*self.paths, *self.superseded]
+
+    @property
+    def skipped(self) -> list[Skipped]:
+        return [Skipped(str(older), str(newer)) for older, newer in sorted(self.superseded.items())]
+
+
 def default_paths(logs: tuple[Path, ...], session: str | None,
-                  environ: Mapping[str, str] = os.environ) -> list[Path]:
+                  environ: Mapping[str, str] = os.environ) -> Selection:
     """The paths a command reads: the LOGS given; with `session`, the one log whose id starts with it (searched
     below the LOGS given, else below dsh's session root); with neither, dsh's session root. A missing root is
     a one-line LogReadError saying how to choose another."""
     if session is None and logs:
-        return list(logs)
+        return Selection(list(logs))
     roots = list(logs) if logs else [session_root(environ)]
     if not logs:
         require_root(roots[0], other="pass a log or directory")
-    return [_find(roots, session)] if session is not None else roots
+    if session is None:
+        return Selection(roots)
+    picked = _find(roots, session)
+    return Selection([picked.path], dict.fromkeys(picked.skipped, picked.path))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -33,7 +33,7 @@ from ..findings import Finding
 from ..fold import Cause, RebuiltRequest
 from ..model_calls import Call, OtherCall, json_int, other_call
 from ..readers import open_logs
-from ..readers.discover import Unreadable, read_each
+from ..readers.discover import Skipped, Unreadable, read_each
 from ..records import LogSource
 from ..surface import derive_message
 from ..walker import Walker
@@ -130,6 +130,7 @@ class CacheReport:
     block: int = DEFAULT_BLOCK
     block_basis: str = ""
     unreadable: list[Unreadable] = field(default_factory=list)   # logs left out, each with why (read_each)
+    skipped: list[Skipped] = field(default_factory=list)         # older generations left out, as dsh does
 
     def rows(self, kind: str) -> pl.DataFrame:
         if kind not in ROW_KINDS:
@@ -387,11 +388,12 @@ def _log_summary(source: LogSource, frame: pl.DataFrame) -> dict[str, Any]:
 
 
 def build_cache_report(paths: Iterable[str | os.PathLike[str]], options: CacheOptions = CacheOptions(), *,
-                       on_log: Callable[[Path], None] | None = None, all_generations: bool = False) -> CacheReport:
+                       on_log: Callable[[Path], None] | None = None, all_generations: bool = False,
+                       superseded: Mapping[Path, Path] | None = None) -> CacheReport:
     """Every logged model call of every log at `paths`, and the per-log and overall summaries; a log that cannot
-    be read is left out and named in `unreadable` (readers.discover.read_each). `on_log` is called once per file
-    read (progress reporting). The block size, unless given, is measured over every log's reads at once, then
-    each log is judged."""
+    be read is left out and named in `unreadable`, an older generation skipped in `skipped` (with `superseded`:
+    readers.discover.read_each). `on_log` is called once per file read (progress reporting). The block size,
+    unless given, is measured over every log's reads at once, then each log is judged."""
     supplied = RealHeader(options.system, options.tools)
 
     def frames_of(file: Path, found_in: Path | None) -> list[tuple[LogSource, pl.DataFrame]]:
@@ -401,7 +403,8 @@ def build_cache_report(paths: Iterable[str | os.PathLike[str]], options: CacheOp
             on_log(file)
         return frames
 
-    per_file, unreadable = read_each(paths, frames_of, all_generations=all_generations)
+    per_file, unreadable, skipped = read_each(paths, frames_of, all_generations=all_generations,
+                                              superseded=superseded)
     read = [pair for pairs in per_file for pair in pairs]
     if options.block is not None:
         block, basis = options.block, "given (--block)"
@@ -413,7 +416,8 @@ def build_cache_report(paths: Iterable[str | os.PathLike[str]], options: CacheOp
     requests = pl.concat(frames) if frames else pl.DataFrame(schema=schema)
     totals = {"logs": len(summaries), **summarize(requests), "cacheBlock": block, "cacheBlockBasis": basis}
     return CacheReport(requests, rows_frame(summaries, LOG_COLUMNS),
-                       pl.DataFrame([totals], schema=TOTAL_COLUMNS, orient="row"), block, basis, unreadable)
+                       pl.DataFrame([totals], schema=TOTAL_COLUMNS, orient="row"), block, basis, unreadable,
+                       skipped)
 
 
 def agreement(report: CacheReport, *, basis: str | None = None) -> tuple[int, int]:

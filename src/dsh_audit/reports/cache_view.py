@@ -11,7 +11,19 @@ import polars as pl
 
 from .cache_report import UNEXPLAINED, CacheReport
 from .render import rows_by
-from .views import EMPTY, Column, Terminal, count, percent, shown_path, table, unreadable_lines, usd, wrap
+from .views import (
+    EMPTY,
+    Column,
+    Terminal,
+    count,
+    percent,
+    shown_path,
+    skipped_lines,
+    table,
+    unreadable_lines,
+    usd,
+    wrap,
+)
 
 WORST = 3   # collapses named in a summary
 
@@ -60,6 +72,7 @@ def render(report: CacheReport, term: Terminal, *, wide: bool = False) -> str:
         lines += wrap(_log_line(log), term.width)
         lines.append("")
     lines += unreadable_lines(report.unreadable, term)
+    lines += skipped_lines(report.skipped, term)
     lines += _closing(report, term, wide)
     return "\n".join(lines) + "\n"
 

@@ -13,7 +13,7 @@ import difflib
 import json
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ from ..errors import DshAuditError, LogReadError
 from ..header import HeaderSnapshot, is_placeholder, system_text
 from ..jsjson import dumps
 from ..readers import open_logs
-from ..readers.discover import Unreadable, read_each
+from ..readers.discover import Skipped, Unreadable, read_each
 from ..readers.progress import watching
 from ..records import LogSource
 from ..walker import Walker
@@ -424,14 +424,18 @@ def _run_rows(members: list[LogHeaders], unreadable: list[Unreadable]) -> list[d
 
 
 def build_header_diff(paths: Iterable[str | os.PathLike[str]], *, all_generations: bool = False,
-                      unreadable: list[Unreadable] | None = None) -> pl.DataFrame:
+                      unreadable: list[Unreadable] | None = None, skipped: list[Skipped] | None = None,
+                      superseded: Mapping[Path, Path] | None = None) -> pl.DataFrame:
     """The header-diff report over every log at `paths` (files or directories). One log file is open at a
     time, and memory holds the rows, one run's session headers and, per log walked, its latest snapshot and
     its children's fork points. Given an `unreadable` list, a log that cannot be read is left out and named
-    there (readers.discover.read_each); without one, it is an error."""
+    there (readers.discover.read_each); without one, it is an error. Given a `skipped` list, the older
+    generations left out (`superseded`: those of a log picked by --session) are added to it."""
     runs: dict[Path, list[LogHeaders]] = {}
-    per_file, missed = read_each(paths, lambda file, found_in: (file, list(_headers(file, found_in))),
-                                 all_generations=all_generations)
+    per_file, missed, older = read_each(paths, lambda file, found_in: (file, list(_headers(file, found_in))),
+                                        all_generations=all_generations, superseded=superseded)
+    if skipped is not None:
+        skipped.extend(older)
     for file, logs in per_file:
         for log in logs:
             runs.setdefault(_run_key(file), []).append(log)

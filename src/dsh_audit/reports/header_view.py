@@ -10,13 +10,14 @@ from typing import Any
 
 import polars as pl
 
-from ..readers.discover import Unreadable
-from .views import Terminal, shown_path, unreadable_lines, wrap
+from ..readers.discover import Skipped, Unreadable
+from .views import Terminal, shown_path, skipped_lines, unreadable_lines, wrap
 
 DIFF_LINES = 20   # of a system-prompt diff shown before "… N more" (all of them with --wide)
 
 
-def render(frame: pl.DataFrame, term: Terminal, *, wide: bool = False, unreadable: Sequence[Unreadable] = ()) -> str:
+def render(frame: pl.DataFrame, term: Terminal, *, wide: bool = False, unreadable: Sequence[Unreadable] = (),
+           skipped: Sequence[Skipped] = ()) -> str:
     lines: list[str] = []
     rows = frame.to_dicts()
     for label, group in groupby(rows, key=lambda row: row["log"]):
@@ -29,6 +30,7 @@ def render(frame: pl.DataFrame, term: Terminal, *, wide: bool = False, unreadabl
     if not rows:
         lines.append("no request/header in the log(s)")
     lines += unreadable_lines(unreadable, term)
+    lines += skipped_lines(skipped, term)
     return "\n".join(lines) + "\n"
 
 

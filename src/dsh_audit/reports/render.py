@@ -17,7 +17,7 @@ from typing import IO, Any
 import polars as pl
 
 from ..errors import DshAuditError
-from ..output import check_output, is_stream, open_output
+from ..output import check_output, is_stream, library_sink, open_output
 from ..text import printable_row
 
 FORMATS = ("table", "csv", "json", "jsonl", "parquet")
@@ -83,8 +83,8 @@ def write_frame(frame: pl.DataFrame, fmt: str, out: Path | None, *, schema: str,
         raise DshAuditError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
     check_frame_output(fmt, out, inputs)
     if fmt == "parquet":
-        with open_output(out, binary=True, inputs=inputs, what="--out") as binary:
-            frame.write_parquet(binary, metadata={"dsh-audit-schema": schema,
+        with open_output(out, binary=True, inputs=inputs, what="--out") as binary, library_sink(binary) as sink:
+            frame.write_parquet(sink, metadata={"dsh-audit-schema": schema,
                                                   "dsh-audit-schema-version": str(version)})
         return
     text = table() if fmt == "table" else None   # rendered before the output is opened: a failure writes nothing

@@ -202,6 +202,18 @@ def unreadable_lines(unreadable: Sequence[Any], term: Terminal) -> list[str]:
     return lines
 
 
+def skipped_lines(skipped: Sequence[Any], term: Terminal) -> list[str]:
+    """The older generations a report left out (readers.discover.Skipped), each with the log read instead, as
+    verify's table shows them."""
+    if not skipped:
+        return []
+    lines = wrap(f"{len(skipped)} older generation(s) skipped (dsh reads the newest):", term.width, "")
+    for log in skipped:
+        lines += wrap(f"{shown_path(log.label)}: an older generation; read {shown_path(log.read_instead)}",
+                      term.width)
+    return lines
+
+
 def located_error(label: str, error: str) -> str:
     """A log's error without the log's own path in front (the view shows it beside the log): `line N: why`."""
     located = re.match(rf"{re.escape(label)}(?::(\d+))?: ", error)
