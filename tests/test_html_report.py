@@ -32,10 +32,10 @@ from dsh_audit.reports.html import (
     DETAILED_SESSIONS,
     display_names,
     esc,
-    findings_frame,
     label_text,
     render_report,
     script_json,
+    verify_findings,
 )
 from homebuilder import build_messy_home
 from logbuilder import LogBuilder
@@ -359,10 +359,46 @@ def test_a_thousand_logs_draw_the_worst_and_list_every_one_in_bounded_memory(chr
 def test_past_the_listed_cap_the_rest_are_counted_with_where_to_find_them(tmp_path: Path) -> None:
     folder = many_sessions(tmp_path / "sessions", 6)
     cache = build_cache_report([folder], CacheOptions())
-    page = render_report(cache, build_header_diff([folder]), findings_frame([]), plotly_js=("", "0"), detailed=2,
+    page = render_report(cache, build_header_diff([folder]), verify_findings([]), plotly_js=("", "0"), detailed=2,
                          listed=4)
     assert page.count('<section class="session"') == 2 and page.count("<tr><td class=\"log\"") == 4
     assert "The 2 worst are drawn below; the other 4 are rows of this table only" in page
     assert '<p class="note" id="more-sessions">2 more session(s), the least costly, are not listed: see ' \
            "<code>audit cache-report --rows logs</code>" in page
     assert page.index(str(folder / "s-0000.jsonl")) < page.index(str(folder / "s-0001.jsonl"))   # it collapses
+
+
+def test_verify_findings_keep_a_fixed_number_per_log_and_count_every_one() -> None:
+    """Per log: the first `shown` findings as rows, every one counted by severity and code, verify's own
+    uncounted-by-code remainder as `unlisted`; an older generation is named as skipped, not counted."""
+    from dsh_audit.findings import Finding
+    from dsh_audit.verify import LogReport
+
+    noisy = LogReport("a.jsonl", generation=0, unlisted={"error": 5},
+                      findings=[Finding("seq-gap", f"gap {k}", seq=k, line=k + 1, log="a.jsonl") for k in range(4)]
+                      + [Finding("torn-tail", "torn", severity="warning", log="a.jsonl")])
+    broken = LogReport("b.jsonl", read_error="b.jsonl:3: not valid JSON")
+    older = LogReport("c/session.jsonl", generation=0, superseded_by="c/session.v3.jsonl")
+    found = verify_findings([noisy, broken, older], shown=2)
+    assert found.shown.select("log", "code", "seq").rows() == [("a.jsonl", "seq-gap", 0), ("a.jsonl", "seq-gap", 1),
+                                                               ("b.jsonl", "unreadable", None)]
+    assert sorted(found.tally.select("log", "severity", "code", "count").rows()) == [
+        ("a.jsonl", "error", "seq-gap", 4), ("a.jsonl", "error", "unlisted", 5), ("a.jsonl", "warning", "torn-tail", 1),
+        ("b.jsonl", "error", "unreadable", 1)]
+    assert found.skipped == [("c/session.jsonl", "c/session.v3.jsonl")]
+
+
+def test_a_session_past_its_shown_findings_counts_the_rest(tmp_path: Path) -> None:
+    """The drawn session's block tallies every finding and says how many are not listed."""
+    from dsh_audit.findings import Finding
+    from dsh_audit.verify import LogReport
+
+    log = collapsing_log(tmp_path)
+    cache = build_cache_report([log], CacheOptions())
+    label = cache.logs["log"][0]
+    report = LogReport(label, generation=0, unlisted={"error": 7},
+                       findings=[Finding("seq-gap", f"gap {k}", seq=k, log=label) for k in range(3)])
+    page = render_report(cache, build_header_diff([log]), verify_findings([report], shown=2), plotly_js=("", "0"))
+    assert "3 error [seq-gap], 7 more error(s), counted by verify past the findings it keeps" in page
+    assert page.count("[seq-gap] gap ") == 2 and "and 8 more (audit verify lists them all)" in page
+    assert "verify: 10 error(s), 0 warning(s)" in page

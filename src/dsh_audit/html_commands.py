@@ -43,18 +43,17 @@ def report(logs: tuple[Path, ...], session: str | None, out: Path, all_generatio
     from .report_commands import tell_unreadable
     from .reports.cache_report import CacheOptions, build_cache_report
     from .reports.header_diff import build_header_diff
-    from .reports.html import findings_frame, render_report, skipped_logs
+    from .reports.html import render_report, verify_findings
     from .verify import verify_paths
 
     paths = chosen_paths(logs, session)
     check_output(out, inputs=paths, what="the report")   # before the work
     # The cyclic collector stays on: paused over a whole home, each log's cycles were kept to the end (0.5 MB a
-    # log: 1 GB over 1,000 small sessions). verify pauses it per log, as verify does.
+    # log: 1 GB over 1,000 small sessions). verify_paths pauses it for each log it reads.
     cache = build_cache_report(paths, CacheOptions(), all_generations=all_generations)
     headers = build_header_diff(paths, all_generations=all_generations, unreadable=[])
-    verified = list(verify_paths(paths, keep_requests=False, all_generations=all_generations))
-    document = render_report(cache, headers, findings_frame(verified), inputs=[str(p) for p in paths],
-                             skipped=skipped_logs(verified), unreadable=cache.unreadable,
+    findings = verify_findings(verify_paths(paths, keep_requests=False, all_generations=all_generations))
+    document = render_report(cache, headers, findings, inputs=[str(p) for p in paths], unreadable=cache.unreadable,
                              overview=cache.logs.height > 1 or any(p.is_dir() for p in paths),
                              generator=_generator())
     size = write_output(out, document, inputs=paths, what="the report")   # a reader never sees half a report

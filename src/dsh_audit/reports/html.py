@@ -57,6 +57,9 @@ HEADER_COLOUR, COMPACTION_COLOUR = "#ff7f0e", "#9467bd"
 
 FINDING_COLUMNS: dict[str, Any] = {"log": pl.String, "generation": pl.Int64, "severity": pl.String,
                                    "code": pl.String, "seq": pl.Int64, "line": pl.Int64, "text": pl.String}
+TALLY_COLUMNS: dict[str, Any] = {"log": pl.String, "generation": pl.Int64, "severity": pl.String, "code": pl.String,
+                                 "count": pl.Int64}
+UNLISTED = "unlisted"   # the tally's code for findings verify counted past its cap, without keeping them
 
 
 # -- escaping ----------------------------------------------------------------------------------------------
@@ -96,25 +99,47 @@ def _script_hash(source: str) -> str:
 
 
 # -- findings ----------------------------------------------------------------------------------------------
-def findings_frame(reports: Iterable[LogReport]) -> pl.DataFrame:
-    """verify's LogReports as rows: one per finding, plus one `unreadable` row per log verify could not read.
-    Older generations skipped in a session directory are left out (see `skipped_logs`)."""
+@dataclass(slots=True)
+class VerifyFindings:
+    """verify's reports as the page uses them, a fixed amount kept per log however many findings it has:
+    `shown`, the first FINDINGS_SHOWN findings of each log as rows (an `unreadable` row for a log verify could
+    not read); `tally`, every finding counted by log, severity and code (those past verify's own cap, which it
+    counts by severity only, under the code `unlisted`); `skipped`, (older generation, the newer one read
+    instead) for each log verify skipped in a session directory."""
+
+    shown: pl.DataFrame
+    tally: pl.DataFrame
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+
+def verify_findings(reports: Iterable[LogReport], *, shown: int = FINDINGS_SHOWN) -> VerifyFindings:
+    """VerifyFindings from verify_paths' reports, taken one at a time: each is dropped once counted."""
     rows: list[dict[str, Any]] = []
+    tally: list[dict[str, Any]] = []
+    skipped: list[tuple[str, str]] = []
     for report in reports:
         if report.superseded_by is not None:
+            skipped.append((report.label, report.superseded_by))
             continue
+        of_log = {"log": report.label, "generation": report.generation}
+        found: list[dict[str, Any]] = []
+        counted: dict[tuple[str, str], int] = {}
         if report.read_error is not None:
-            rows.append({"log": report.label, "generation": report.generation, "severity": "error",
-                         "code": "unreadable", "seq": None, "line": None, "text": report.read_error})
+            found.append({**of_log, "severity": "error", "code": "unreadable", "seq": None, "line": None,
+                          "text": report.read_error})
+            counted["error", "unreadable"] = 1
         for finding in report.findings:
-            rows.append({"log": report.label, "generation": report.generation, "severity": finding.severity,
-                         "code": finding.code, "seq": finding.seq, "line": finding.line, "text": finding.render()})
-    return rows_frame(rows, FINDING_COLUMNS) if rows else pl.DataFrame(schema=FINDING_COLUMNS)
-
-
-def skipped_logs(reports: Iterable[LogReport]) -> list[tuple[str, str]]:
-    """(older generation, the newer one read instead) for each log verify skipped."""
-    return [(r.label, r.superseded_by) for r in reports if r.superseded_by is not None]
+            counted[finding.severity, finding.code] = counted.get((finding.severity, finding.code), 0) + 1
+            if len(found) < shown:
+                found.append({**of_log, "severity": finding.severity, "code": finding.code, "seq": finding.seq,
+                              "line": finding.line, "text": finding.render()})
+        for severity, past_cap in report.unlisted.items():
+            counted[severity, UNLISTED] = past_cap
+        rows += found[:shown]
+        tally += ({**of_log, "severity": severity, "code": code, "count": n} for (severity, code), n in counted.items())
+    return VerifyFindings(rows_frame(rows, FINDING_COLUMNS) if rows else pl.DataFrame(schema=FINDING_COLUMNS),
+                          rows_frame(tally, TALLY_COLUMNS) if tally else pl.DataFrame(schema=TALLY_COLUMNS),
+                          skipped)
 
 
 # -- one session's plot ------------------------------------------------------------------------------------
@@ -425,11 +450,11 @@ def _overview(logs: list[dict[str, Any]], names: list[str], drawn: int, more: in
             f'<tbody>{"".join(body)}</tbody></table></div>{tail}</section>')
 
 
-def ranked_logs(logs: pl.DataFrame, findings: pl.DataFrame, *, rank: bool) -> pl.DataFrame:
-    """The per-log rows of the report with their verify error count (`verifyErrors`); worst first (RANKED_BY)
-    when `rank`, else in the report's order."""
-    errors = (findings.filter(pl.col("severity") == "error").group_by("log", "generation")
-              .agg(verifyErrors=pl.len().cast(pl.Int64)))
+def ranked_logs(logs: pl.DataFrame, tally: pl.DataFrame, *, rank: bool) -> pl.DataFrame:
+    """The per-log rows of the report with their verify error count (`verifyErrors`, from VerifyFindings.tally);
+    worst first (RANKED_BY) when `rank`, else in the report's order."""
+    errors = (tally.filter(pl.col("severity") == "error").group_by("log", "generation")
+              .agg(verifyErrors=pl.col("count").sum().cast(pl.Int64)))
     joined = (logs.with_row_index("_order").join(errors, on=["log", "generation"], how="left")
               .with_columns(pl.col("verifyErrors").fill_null(0)))
     order = [*RANKED_BY, "_order"] if rank else ["_order"]
@@ -454,22 +479,25 @@ def _collapse_table(plot: SessionPlot) -> str:
             f'<th class="n">cost lost</th></tr></thead><tbody>{"".join(rows)}</tbody></table>{tail}</details>')
 
 
-def _findings_block(findings: pl.DataFrame) -> str:
-    if findings.height == 0:
+def _findings_block(shown: pl.DataFrame, tally: pl.DataFrame) -> str:
+    """One log's findings: counted by severity and code, then the first FINDINGS_SHOWN as verify prints them."""
+    if tally.height == 0:
         return '<h3>verify</h3><p class="meta">no findings: every request rebuilt, every invariant holds.</p>'
-    counts_by = findings.group_by("severity", "code", maintain_order=True).len().sort("severity", "code")
-    tally = ", ".join(f"{row['len']} {row['severity']} [{row['code']}]" for row in counts_by.iter_rows(named=True))
+    counted = ", ".join(f"{row['count']} {row['severity']} [{row['code']}]" if row["code"] != UNLISTED else
+                        f"{row['count']} more {row['severity']}(s), counted by verify past the findings it keeps"
+                        for row in tally.sort("severity", "code").iter_rows(named=True))
     rows = "".join(f'<tr><td class="sev-{esc(row["severity"])}">{esc(row["severity"])}</td><td>{esc(row["code"])}</td>'
                    f'<td class="n">{esc("" if row["seq"] is None else row["seq"])}</td>'
                    f'<td><code>{esc(row["text"])}</code></td></tr>'
-                   for row in findings.head(FINDINGS_SHOWN).iter_rows(named=True))
-    more = findings.height - FINDINGS_SHOWN
+                   for row in shown.iter_rows(named=True))
+    more = int(tally["count"].sum()) - shown.height
     tail = f'<p class="note">and {more} more (audit verify lists them all)</p>' if more > 0 else ""
-    return (f'<h3>verify</h3><p class="meta">{esc(tally)}</p><table class="findings"><thead><tr><th>severity</th>'
+    return (f'<h3>verify</h3><p class="meta">{esc(counted)}</p><table class="findings"><thead><tr><th>severity</th>'
             f'<th>code</th><th class="n">seq</th><th>finding</th></tr></thead><tbody>{rows}</tbody></table>{tail}')
 
 
-def _session(index: int, log: dict[str, Any], name: str, plot: SessionPlot, findings: pl.DataFrame) -> str:
+def _session(index: int, log: dict[str, Any], name: str, plot: SessionPlot, findings: pl.DataFrame,
+             tally: pl.DataFrame) -> str:
     anchor = _anchor(index)
     facts = [f"v{log['generation']}", f"model {log['model'] or '–'}", f"session {log['sessionId']}",
              f"{log['requests']} request(s)", f"{log['compactionCalls']} compaction call(s)",
@@ -486,7 +514,7 @@ def _session(index: int, log: dict[str, Any], name: str, plot: SessionPlot, find
         drawing = '<p class="meta">no model calls logged</p>'
     return (f'<section class="session" id="{anchor}" data-log="{esc(log["log"])}"><h2 title="{esc(log["log"])}">'
             f'{esc(name)}</h2><p class="meta">{esc(" · ".join(facts))}</p>{notes}{drawing}{_collapse_table(plot)}'
-            f"{_findings_block(findings)}</section>")
+            f"{_findings_block(findings, tally)}</section>")
 
 
 def plotly_bundle() -> tuple[str, str]:
@@ -496,19 +524,18 @@ def plotly_bundle() -> tuple[str, str]:
     return str(get_plotlyjs()), str(get_plotlyjs_version())
 
 
-def render_report(report: CacheReport, headers: pl.DataFrame, findings: pl.DataFrame, *,
-                  inputs: Sequence[str] = (), skipped: Sequence[tuple[str, str]] = (),
-                  unreadable: Sequence[Unreadable] = (), overview: bool | None = None,
+def render_report(report: CacheReport, headers: pl.DataFrame, findings: VerifyFindings, *,
+                  inputs: Sequence[str] = (), unreadable: Sequence[Unreadable] = (), overview: bool | None = None,
                   generator: str = "dsh-audit", plotly_js: tuple[str, str] | None = None,
                   detailed: int = DETAILED_SESSIONS, listed: int = SESSIONS_LISTED) -> str:
     """The whole page. `report`: build_cache_report's; `headers`: build_header_diff's over the same logs;
-    `findings`: findings_frame(verify_paths(...)). `overview` (default: more than one log) adds the sortable
+    `findings`: verify_findings(verify_paths(...)). `overview` (default: more than one log) adds the sortable
     table of sessions. Over more than `detailed` logs only the worst `detailed` are drawn (RANKED_BY) and the
     table lists the worst `listed`, ranked; the page says so. `plotly_js`: (source, version), default the
     `plotly` package's bundle."""
     script, plotly_version = plotly_js if plotly_js is not None else plotly_bundle()
     script = script.replace("</script", "<\\/script")   # not in the shipped bundle; never let it close the element
-    ranked = ranked_logs(report.logs, findings, rank=report.logs.height > detailed)
+    ranked = ranked_logs(report.logs, findings.tally, rank=report.logs.height > detailed)
     logs = ranked.head(listed).to_dicts()
     more = ranked.height - len(logs)
     names = display_names([log["log"] for log in logs])
@@ -516,24 +543,25 @@ def render_report(report: CacheReport, headers: pl.DataFrame, findings: pl.DataF
     chosen = pl.col("log").is_in([log["log"] for log in drawn])   # only the drawn logs' rows are split out
     calls_of = rows_by(report.requests.filter(chosen), "log", "generation")
     headers_of = rows_by(headers.filter(chosen), "log", "generation")
-    findings_of = rows_by(findings.filter(chosen), "log", "generation")
+    findings_of = rows_by(findings.shown.filter(chosen), "log", "generation")
+    tally_of = rows_by(findings.tally.filter(chosen), "log", "generation")
     sections = []
     for index, (log, name) in enumerate(zip(drawn, names, strict=False)):
         key = (log["log"], log["generation"])
         plot = session_plot(calls_of(key), headers_of(key))
-        sections.append(_session(index, log, name, plot, findings_of(key)))
+        sections.append(_session(index, log, name, plot, findings_of(key), tally_of(key)))
     totals = report.totals.to_dicts()[0] if report.totals.height else {}
-    errors = findings.filter(pl.col("severity") == "error").height
-    warnings = findings.filter(pl.col("severity") == "warning").height
+    by_severity = dict(findings.tally.group_by("severity").agg(pl.col("count").sum()).iter_rows())
+    errors, warnings = by_severity.get("error", 0), by_severity.get("warning", 0)
     summary = (f"{ranked.height} session log(s), {totals.get('requests', 0)} request(s), "
                f"{totals.get('compactionCalls', 0)} compaction call(s); hit {percent(totals.get('hitRatio'))}, "
                f"cost {usd(totals.get('costUsd'))}; {totals.get('collapses', 0)} collapse(s), "
                f"{totals.get('unexplained', 0)} unexplained, lost {usd(totals.get('collapseCostUsd'))}; "
                f"verify: {errors} error(s), {warnings} warning(s)")
     skipped_note = "".join(f'<li>{esc(shown_path(old))} — an older generation; read {esc(shown_path(new))}</li>'
-                           for old, new in skipped)
-    skipped_block = f'<details><summary>{len(skipped)} older generation(s) skipped</summary><ul>{skipped_note}</ul>' \
-                    "</details>" if skipped else ""
+                           for old, new in findings.skipped)
+    skipped_block = (f'<details><summary>{len(findings.skipped)} older generation(s) skipped</summary>'
+                     f"<ul>{skipped_note}</ul></details>") if findings.skipped else ""
     unreadable_note = "".join(f"<li>{esc(shown_path(log.label))} — {esc(located_error(log.label, log.reason))}</li>"
                               for log in unreadable)
     unreadable_block = (f'<details open id="unreadable"><summary>{len(unreadable)} log(s) could not be read and are '
