@@ -362,8 +362,8 @@ def test_past_the_listed_cap_the_rest_are_counted_with_where_to_find_them(tmp_pa
     page = render_report(cache, build_header_diff([folder]), verify_findings([]), plotly_js=("", "0"), detailed=2,
                          listed=4)
     assert page.count('<section class="session"') == 2 and page.count("<tr><td class=\"log\"") == 4
-    assert "The 2 worst are drawn below; the other 4 are rows of this table only" in page
-    assert '<p class="note" id="more-sessions">2 more session(s), the least costly, are not listed: see ' \
+    assert "The 2 worst are drawn below; the other 2 are rows of this table only" in page
+    assert '<p class="note" id="more-sessions">2 more session(s), the lowest ranked, are not listed: see ' \
            "<code>audit cache-report --rows logs</code>" in page
     assert page.index(str(folder / "s-0000.jsonl")) < page.index(str(folder / "s-0001.jsonl"))   # it collapses
 

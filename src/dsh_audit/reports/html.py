@@ -441,9 +441,9 @@ def _overview(logs: list[dict[str, Any]], names: list[str], drawn: int, more: in
     if drawn < len(logs) + more:
         notes.append(f'<p class="note" id="drawn-note">Sessions are ranked worst first: most unexplained collapses, '
                      f"then verify errors, cost lost to collapses, collapses, cost. The {drawn} worst are drawn "
-                     f"below; the other {len(logs) + more - drawn} are rows of this table only: "
-                     "<code>audit report --session ID -o FILE</code> draws one.</p>")
-    tail = (f'<p class="note" id="more-sessions">{more} more session(s), the least costly, are not listed: see '
+                     f"below; the other {len(logs) - drawn} are rows of this table only: "
+                     "<code>audit report LOG -o FILE</code> draws any one of them.</p>")
+    tail = (f'<p class="note" id="more-sessions">{more} more session(s), the lowest ranked, are not listed: see '
             "<code>audit cache-report --rows logs</code> over the same logs.</p>") if more else ""
     return (f'<section id="overview"><h2>Sessions</h2>{"".join(notes)}'
             f'<div class="rows"><table class="sortable" id="sessions"><thead><tr>{head}</tr></thead>'
