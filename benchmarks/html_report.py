@@ -1,13 +1,19 @@
-"""`audit report` on a large log, checked in headless Chromium: the 100 MB browser check of the HTML report.
+"""`audit report` on a large log, or over many small logs, checked in headless Chromium.
 
     python benchmarks/html_report.py [--size 100] [--log PATH] [--json]
+    python benchmarks/html_report.py --many DIR [--json]
 
 Writes benchmarks/data/html/<log>.html with `audit report` (wall time and peak RSS of that child), opens it from
 file:// in headless Chromium (tests/browser.py: Debian's chromium + chromedriver via selenium; `make browser`
 installs them) and asserts what tests/test_html_report.py asserts on its small and 10 MB logs: one bar per
 request (cache read and miss each), one marker per collapse, the compaction and header-change marks, no console
 error, no request but the file itself. Saves a PNG screenshot beside the HTML. With --json the last line is one
-JSON object, which run.py turns into the RESULTS.md lines (`results_lines`). Exit 1 when an assertion fails.
+JSON object, which run.py turns into the RESULTS.md lines (`results_lines`, `many_results_lines`). Exit 1 when an
+assertion fails.
+
+--many DIR (make bench: the 1,000 small logs of small_logs.py): `audit report DIR`, its wall time and peak RSS,
+then the page's load time in Chromium, and that it drew the worst sessions only (DETAILED_SESSIONS), listed
+every one in the sessions table and shows the summary at the top, with no console error and no request.
 """
 
 from __future__ import annotations
@@ -63,6 +69,58 @@ def check(log: Path) -> dict[str, Any]:
     return result
 
 
+def check_many(folder: Path) -> dict[str, Any]:
+    from browser import open_report
+    from dsh_audit.reports.html import DETAILED_SESSIONS, SESSIONS_LISTED
+
+    logs = sorted(folder.glob("*.jsonl"))
+    out_dir = DATA / "html"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    report = out_dir / f"many-{folder.name}.html"
+    written = measure(f"audit report {folder.name}/ ({len(logs)} logs)",
+                      [AUDIT, "report", str(folder), "-o", str(report)])
+    result: dict[str, Any] = {"folder": str(folder.relative_to(ROOT)) if folder.is_relative_to(ROOT) else str(folder),
+                              "logs": len(logs), "logsBytes": sum(log.stat().st_size for log in logs),
+                              "reportSeconds": round(written.seconds, 2), "reportRssMiB": round(written.rss_mib),
+                              "rc": written.rc, "failures": []}
+    failures: list[str] = result["failures"]
+    if written.rc != 0:
+        failures.append(f"audit report exited {written.rc}: {written.stdout.strip()[-300:]}")
+        return result
+    page = open_report(report, report.with_suffix(".png"))
+    result.update(htmlBytes=report.stat().st_size, browserSeconds=round(page.seconds_to_ready, 2),
+                  plots=len(page.plots), sessionRows=page.extra["sessionRows"],
+                  consoleErrors=len(page.console_errors()), network=page.network(),
+                  screenshot=str(page.screenshot.relative_to(ROOT)))
+    if len(page.plots) != min(DETAILED_SESSIONS, len(logs)) or not all(plot["rendered"] for plot in page.plots):
+        failures.append(f"drew {len(page.plots)} plots, expected {min(DETAILED_SESSIONS, len(logs))}")
+    if page.extra["sessionRows"] != min(SESSIONS_LISTED, len(logs)):
+        failures.append(f"the sessions table has {page.extra['sessionRows']} rows for {len(logs)} logs")
+    if not (page.extra["summary"] or "").startswith(f"{len(logs)} session log(s)") or page.extra["summaryTop"] > 300:
+        failures.append(f"summary not at the top: {page.extra['summary']!r} at {page.extra['summaryTop']}px")
+    if page.console_errors():
+        failures.append(f"console errors: {page.console_errors()[:3]}")
+    if page.network() or report.resolve().as_uri() not in page.requested:
+        failures.append(f"requests other than the file: {page.requested[:5]}")
+    return result
+
+
+def many_results_lines(result: dict[str, Any]) -> list[str]:
+    """The RESULTS.md section for one --many run (its --json object)."""
+    title = f"## HTML report over {result['logs']:,} small logs"
+    if "plots" not in result:
+        return [title, "", f"- **FAIL**: {'; '.join(result['failures'])}", ""]
+    verdict = "PASS" if not result["failures"] else "FAIL: " + "; ".join(result["failures"])
+    return [title, "",
+            f"`audit report {result['folder']} -o …` ({result['logs']:,} logs, {result['logsBytes'] / 1e6:.0f} MB): "
+            f"{result['reportSeconds']:.2f}s, peak RSS {result['reportRssMiB']} MiB, "
+            f"{result['htmlBytes'] / 1e6:.1f} MB of HTML. Opened from file:// in headless Chromium, drawn in "
+            f"{result['browserSeconds']:.2f}s: "
+            f"{result['plots']} plots (the worst sessions), {result['sessionRows']:,} rows in the sessions table, "
+            f"the summary at the top; {result['consoleErrors']} console errors, {len(result['network'])} network "
+            f"requests. **{verdict}**. Screenshot: `{result['screenshot']}`.", ""]
+
+
 def results_lines(result: dict[str, Any]) -> list[str]:
     """The RESULTS.md section for one run of this script (its --json object)."""
     if "drawn" not in result:
@@ -86,10 +144,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=100, help="MB: the benchmark log of this size (generated)")
     parser.add_argument("--log", type=Path, help="this log instead")
     parser.add_argument("--json", action="store_true", help="end with one JSON line (for run.py)")
+    parser.add_argument("--many", type=Path, metavar="DIR", help="report over the logs in DIR (small_logs.py's)")
     opts = parser.parse_args(argv)
-    log = opts.log.resolve() if opts.log else ensure_log(opts.size)
-    result = check(log)
-    print("\n".join(results_lines(result)))
+    if opts.many:
+        result = check_many(opts.many.resolve())
+        print("\n".join(many_results_lines(result)))
+    else:
+        result = check(opts.log.resolve() if opts.log else ensure_log(opts.size))
+        print("\n".join(results_lines(result)))
     if opts.json:
         print(json.dumps(result))
     return 1 if result["failures"] else 0

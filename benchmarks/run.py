@@ -8,9 +8,9 @@ session compacts as its surface fills; see README.md), and the format-v3 and v4 
 its v3 and v4 twins (alternating, best of 3), `audit rebuild --format digest`, `audit cache-report` with its
 defaults and with --no-predict, (c) the naive fresh-fold-per-request baseline, (d) the npm reference
 (reference_bench.mjs: parse, incremental, fresh), plus `audit verify -j1/-j2` on a directory of 1,000 small logs,
-and `audit report` (HTML) on the largest size up to 100 MB opened in headless Chromium (html_report.py). Wall time
-and peak RSS come from os.wait4 on each child. Writes benchmarks/RESULTS.md. --quick: 10 MB only, short time
-boxes, 200 small logs.
+and `audit report` (HTML) over those small logs and on the largest size up to 100 MB, each opened in headless
+Chromium (html_report.py: load time, and what the page drew). Wall time and peak RSS come from os.wait4 on each
+child. Writes benchmarks/RESULTS.md. --quick: 10 MB only, short time boxes, 200 small logs.
 """
 
 from __future__ import annotations
@@ -447,6 +447,9 @@ def main(argv: list[str] | None = None) -> int:
     par = (best_of([one for one, _ in tries]), best_of([two for _, two in tries]))
     small_share = measure("fast path share (small logs)", [PY, "benchmarks/fast_share.py", rel_small, "--json"])
     par[0].note = fast_share_text(share_document(small_share))
+    print("== html report over the small logs", flush=True)
+    many = measure("html report over small logs + browser", [PY, str(HERE / "html_report.py"), "--many", rel_small,
+                                                             "--json"])
     html_size = max((size for size in results if size <= 100), default=None)
     html = None
     if html_size is not None:   # the HTML report in headless Chromium (make browser installs it)
@@ -469,6 +472,10 @@ def main(argv: list[str] | None = None) -> int:
         checked = node_json(html)
         md += results_lines(checked) if checked else ["## HTML report in a browser", "",
                                                       f"- **FAIL**: {html.stdout[-300:]}", ""]
+    from html_report import many_results_lines
+    checked_many = node_json(many)
+    md += many_results_lines(checked_many) if checked_many else ["## HTML report over the small logs", "",
+                                                                  f"- **FAIL**: {many.stdout[-300:]}", ""]
     md += ["## Notes", "",
            "- (a) floor: `parse_floor.py`, the faster of an orjson line loop and a 4 MiB block-split loop.",
            "- required work: `required_work.py`, the floor's line loop plus only the built-in calls (type passes, "
@@ -492,7 +499,7 @@ def main(argv: list[str] | None = None) -> int:
             listed += [twin["check"], *([twin["gencheck"]] if twin["gencheck"] is not None else [])]
         listed += [result["required"], *result["runs"], result["share"]]  # type: ignore[list-item, misc]
         md += [f"    {shlex.join(r.cmd)}" for r in listed]
-    md += [f"    {shlex.join(r.cmd)}" for r in par] + ([f"    {shlex.join(html.cmd)}"] if html else []) + [""]
+    md += [f"    {shlex.join(r.cmd)}" for r in (*par, many)] + ([f"    {shlex.join(html.cmd)}"] if html else []) + [""]
     opts.out.write_text("\n".join(md))
     print(f"wrote {opts.out} in {total:.0f}s")
     return 0

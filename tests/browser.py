@@ -50,7 +50,11 @@ for (const gd of document.querySelectorAll('.plot')) {
               drawn: drawn, data: data});
 }
 const resources = performance.getEntriesByType('resource').map(e => e.name);
-return {plots: plots, resources: resources, location: location.href, ready: document.body.dataset.ready === 'true'};
+const summary = document.getElementById('summary');
+return {plots: plots, resources: resources, location: location.href, ready: document.body.dataset.ready === 'true',
+        summary: summary ? summary.textContent : null,
+        summaryTop: summary ? summary.getBoundingClientRect().top : null,
+        sessionRows: document.querySelectorAll('#sessions tbody tr').length};
 """
 
 
@@ -164,4 +168,4 @@ def open_report(page: Path, screenshot: Path, *, width: int = 1400) -> PageResul
             if message.get("method") == "Network.requestWillBeSent":
                 requested.append(message["params"]["request"]["url"])
         return PageResult(counted["plots"], console, requested, counted["location"], screenshot, seconds,
-                          {"ready": counted["ready"]})
+                          {key: counted[key] for key in ("ready", "summary", "summaryTop", "sessionRows")})

@@ -452,3 +452,29 @@ def test_a_rejected_compaction_summary_is_a_call_said_unpriced(fast: str, monkey
     assert "at most the 4 message(s)" in warning.message and not report.failed()
     [row] = [r for r in build_cache_report([path]).requests.to_dicts() if r["kind"] == "compaction"]
     assert row["costUsd"] is None and "not priced" in row["note"] and "no usage logged" in row["note"]
+
+
+def test_logs_stacked_as_they_are_read_report_as_if_each_were_kept(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """build_cache_report stacks the logs' frames every _STACK_EVERY logs through Arrow IPC: its rows, per-log
+    rows and totals are those it gives when no log is stacked, dtypes included."""
+    from polars.testing import assert_frame_equal
+
+    from dsh_audit.reports import cache_report
+
+    for k in range(7):
+        log = LogBuilder(session_id=f"s-{k}")
+        turn(log, 1, "hello " * 100, 0, reason="initial", tools=[TOOL_A])
+        turn(log, 2, "again " * 100, 512)
+        if k % 3 == 0:   # a tool change, then a collapse with no cause
+            turn(log, 3, "more", 0, reason="change", tools=[TOOL_A, TOOL_B])
+            turn(log, 4, "again " * 100, 640)
+            turn(log, 5, "later", 0)
+        write_jsonl(log, tmp_path / f"s-{k}.jsonl")
+    monkeypatch.setattr(cache_report, "_STACK_EVERY", 10**6)
+    kept = build_cache_report([tmp_path])
+    monkeypatch.setattr(cache_report, "_STACK_EVERY", 2)
+    stacked = build_cache_report([tmp_path])
+    assert kept.logs.height == 7 and kept.totals["unexplained"][0] > 0
+    for kind in ("requests", "logs", "totals"):
+        assert_frame_equal(stacked.rows(kind), kept.rows(kind))

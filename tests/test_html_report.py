@@ -27,15 +27,27 @@ from browser import PageResult, browser_session, find_chromium, install_chromium
 from conftest_reference import LOGS_ROOT, in_ci, require_corpus
 from dsh_audit.cli import main
 from dsh_audit.reports.cache_report import CacheOptions, build_cache_report
-from dsh_audit.reports.html import display_names, esc, label_text, script_json
+from dsh_audit.reports.header_diff import build_header_diff
+from dsh_audit.reports.html import (
+    DETAILED_SESSIONS,
+    display_names,
+    esc,
+    label_text,
+    render_report,
+    script_json,
+    verify_findings,
+)
 from homebuilder import build_messy_home
 from logbuilder import LogBuilder
-from test_cache_report import TOOL_A, turn, write_jsonl
+from test_cache_report import TOOL_A, TOOL_B, turn, write_jsonl
+from test_hostile_inputs import MiB, audit, bounded, digest
 from test_views import collapsing_log
 
 ROOT = Path(__file__).resolve().parent.parent
 GENERATE = ROOT / "benchmarks" / "generate_log.py"
 PLAN_REVIEW = "apps/web/tests/snapshots/plan-review"
+MANY_LOGS, COLLAPSING_EVERY = 1000, 40   # 25 of the 1,000 tiny sessions collapse (one unexplained each)
+MANY_LOGS_RSS = 320 * MiB   # measured 200 MiB (one log: 180 MiB); before the report kept each log it peaked at 373
 HOSTILE = ('</script><script>window.pwned=1</script><img src="http://127.0.0.1:9/x" onerror="window.pwned=2">'
            "<!-- $x$ &amp; \u2028 \ud800")   # a lone surrogate is legal in a JS string, so in a log
 
@@ -288,3 +300,105 @@ def test_a_home_with_unreadable_sessions_names_them_on_the_page(chromium: None, 
         assert "2 log(s) could not be read" in box.text and "format v5" in box.text and "not valid JSON" in box.text
         assert len(driver.find_elements(By.CSS_SELECTOR, "section.session")) == 4
         driver.save_screenshot(str(tmp_path / "home.png"))
+
+
+# -- many logs ---------------------------------------------------------------------------------------------
+def tiny_session(session_id: str, *, collapsing: bool) -> LogBuilder:
+    """Two steady turns; a collapsing one adds collapsing_log's three collapses (one unexplained)."""
+    log = LogBuilder(session_id=session_id)
+    turn(log, 1, "hello " * 100, 0, reason="initial", tools=[TOOL_A])
+    turn(log, 2, "again " * 100, 512)
+    if collapsing:
+        turn(log, 3, "more", 0, reason="change", tools=[TOOL_A, TOOL_B])
+        turn(log, 4, "again " * 100, 640)
+        turn(log, 5, "later", 0)
+    return log
+
+
+def many_sessions(folder: Path, count: int) -> Path:
+    folder.mkdir()
+    for k in range(count):
+        write_jsonl(tiny_session(f"s-{k:04d}", collapsing=k % COLLAPSING_EVERY == 0), folder / f"s-{k:04d}.jsonl")
+    return folder
+
+
+def test_a_thousand_logs_draw_the_worst_and_list_every_one_in_bounded_memory(chromium: None, tmp_path: Path) -> None:
+    """1,000 tiny sessions through the real CLI under a hard memory limit: peak RSS independent of the number of
+    logs, the 25 worst drawn (the collapsing ones: an unexplained collapse ranks first), every session a row of
+    the table, the summary visible at the top of a page that loads cleanly; the logs untouched."""
+    from selenium.webdriver.common.by import By
+
+    folder = many_sessions(tmp_path / "sessions", MANY_LOGS)
+    before = {path.name: digest(path) for path in folder.iterdir()}
+    out = tmp_path / "many.html"
+    run = audit("report", str(folder), "-o", str(out))
+    assert run.code == 0 and "Traceback" not in run.text, run.text
+    assert run.out.startswith(f"wrote {out}") and f"{MANY_LOGS} session log(s)" in run.out, run.out
+    print(f"\naudit report over {MANY_LOGS} logs: peak RSS {run.peak_rss >> 20} MiB")
+    bounded(run, MANY_LOGS_RSS)
+    assert {path.name: digest(path) for path in folder.iterdir()} == before
+    page = opened(out, tmp_path)
+    assert_clean_page(page, out)
+    collapsing = {str(folder / f"s-{k:04d}.jsonl") for k in range(0, MANY_LOGS, COLLAPSING_EVERY)}
+    assert len(page.plots) == DETAILED_SESSIONS == len(collapsing)
+    assert {plot["log"] for plot in page.plots} == collapsing
+    assert all(plot["rendered"] and plot["drawn"]["collapse"] == plot["expected"]["collapses"] >= 2
+               for plot in page.plots), page.plots[0]
+    with browser_session() as driver:
+        load(driver, out)
+        summary = driver.find_element(By.ID, "summary")
+        assert summary.is_displayed() and summary.location["y"] < 200
+        assert summary.text.startswith(f"{MANY_LOGS} session log(s), ") and "25 unexplained" in summary.text
+        assert len(driver.find_elements(By.CSS_SELECTOR, "#sessions tbody tr")) == MANY_LOGS
+        assert len(driver.find_elements(By.CSS_SELECTOR, "#sessions tbody tr a")) == DETAILED_SESSIONS
+        note = driver.find_element(By.ID, "drawn-note").text
+        assert f"The {DETAILED_SESSIONS} worst are drawn below; the other {MANY_LOGS - DETAILED_SESSIONS} are rows" \
+               in note, note
+
+
+def test_past_the_listed_cap_the_rest_are_counted_with_where_to_find_them(tmp_path: Path) -> None:
+    folder = many_sessions(tmp_path / "sessions", 6)
+    cache = build_cache_report([folder], CacheOptions())
+    page = render_report(cache, build_header_diff([folder]), verify_findings([]), plotly_js=("", "0"), detailed=2,
+                         listed=4)
+    assert page.count('<section class="session"') == 2 and page.count("<tr><td class=\"log\"") == 4
+    assert "The 2 worst are drawn below; the other 2 are rows of this table only" in page
+    assert '<p class="note" id="more-sessions">2 more session(s), the lowest ranked, are not listed: see ' \
+           "<code>audit cache-report --rows logs</code>" in page
+    assert page.index(str(folder / "s-0000.jsonl")) < page.index(str(folder / "s-0001.jsonl"))   # it collapses
+
+
+def test_verify_findings_keep_a_fixed_number_per_log_and_count_every_one() -> None:
+    """Per log: the first `shown` findings as rows, every one counted by severity and code, verify's own
+    uncounted-by-code remainder as `unlisted`; an older generation is named as skipped, not counted."""
+    from dsh_audit.findings import Finding
+    from dsh_audit.verify import LogReport
+
+    noisy = LogReport("a.jsonl", generation=0, unlisted={"error": 5},
+                      findings=[Finding("seq-gap", f"gap {k}", seq=k, line=k + 1, log="a.jsonl") for k in range(4)]
+                      + [Finding("torn-tail", "torn", severity="warning", log="a.jsonl")])
+    broken = LogReport("b.jsonl", read_error="b.jsonl:3: not valid JSON")
+    older = LogReport("c/session.jsonl", generation=0, superseded_by="c/session.v3.jsonl")
+    found = verify_findings([noisy, broken, older], shown=2)
+    assert found.shown.select("log", "code", "seq").rows() == [("a.jsonl", "seq-gap", 0), ("a.jsonl", "seq-gap", 1),
+                                                               ("b.jsonl", "unreadable", None)]
+    assert sorted(found.tally.select("log", "severity", "code", "count").rows()) == [
+        ("a.jsonl", "error", "seq-gap", 4), ("a.jsonl", "error", "unlisted", 5), ("a.jsonl", "warning", "torn-tail", 1),
+        ("b.jsonl", "error", "unreadable", 1)]
+    assert found.skipped == [("c/session.jsonl", "c/session.v3.jsonl")]
+
+
+def test_a_session_past_its_shown_findings_counts_the_rest(tmp_path: Path) -> None:
+    """The drawn session's block tallies every finding and says how many are not listed."""
+    from dsh_audit.findings import Finding
+    from dsh_audit.verify import LogReport
+
+    log = collapsing_log(tmp_path)
+    cache = build_cache_report([log], CacheOptions())
+    label = cache.logs["log"][0]
+    report = LogReport(label, generation=0, unlisted={"error": 7},
+                       findings=[Finding("seq-gap", f"gap {k}", seq=k, log=label) for k in range(3)])
+    page = render_report(cache, build_header_diff([log]), verify_findings([report], shown=2), plotly_js=("", "0"))
+    assert "3 error [seq-gap], 7 more error(s), counted by verify past the findings it keeps" in page
+    assert page.count("[seq-gap] gap ") == 2 and "and 8 more (audit verify lists them all)" in page
+    assert "verify: 10 error(s), 0 warning(s)" in page

@@ -41,6 +41,12 @@ FINDINGS_SHOWN = 200       # per session; the rest are counted
 COLLAPSES_LISTED = 100     # rows of a session's collapse table; every collapse is still plotted
 LINES_DRAWN = 600          # vertical guide lines per plot (header changes, compactions); markers are all drawn
 TEXT_LIMIT = 300           # characters of one log-derived text in a hover label
+# Over many logs the page draws the worst sessions only (one plot each costs the browser about 50 ms, and the
+# report memory per drawn request); the rest are rows of the sessions table, and past its cap a count.
+DETAILED_SESSIONS = 25
+SESSIONS_LISTED = 2000
+# Worst first: the columns of the sessions table that rank a session, each largest first.
+RANKED_BY = ("unexplained", "verifyErrors", "collapseCostUsd", "collapses", "costUsd")
 
 CAUSE_COLOURS = {"unexplained": "#d62728", "header-change": "#ff7f0e", "compaction-replace": "#9467bd",
                  "model-change": "#8c564b", "system-prompt-change": "#e377c2", "resume": "#17becf",
@@ -51,6 +57,9 @@ HEADER_COLOUR, COMPACTION_COLOUR = "#ff7f0e", "#9467bd"
 
 FINDING_COLUMNS: dict[str, Any] = {"log": pl.String, "generation": pl.Int64, "severity": pl.String,
                                    "code": pl.String, "seq": pl.Int64, "line": pl.Int64, "text": pl.String}
+TALLY_COLUMNS: dict[str, Any] = {"log": pl.String, "generation": pl.Int64, "severity": pl.String, "code": pl.String,
+                                 "count": pl.Int64}
+UNLISTED = "unlisted"   # the tally's code for findings verify counted past its cap, without keeping them
 
 
 # -- escaping ----------------------------------------------------------------------------------------------
@@ -90,25 +99,47 @@ def _script_hash(source: str) -> str:
 
 
 # -- findings ----------------------------------------------------------------------------------------------
-def findings_frame(reports: Iterable[LogReport]) -> pl.DataFrame:
-    """verify's LogReports as rows: one per finding, plus one `unreadable` row per log verify could not read.
-    Older generations skipped in a session directory are left out (see `skipped_logs`)."""
+@dataclass(slots=True)
+class VerifyFindings:
+    """verify's reports as the page uses them, a fixed amount kept per log however many findings it has:
+    `shown`, the first FINDINGS_SHOWN findings of each log as rows (an `unreadable` row for a log verify could
+    not read); `tally`, every finding counted by log, severity and code (those past verify's own cap, which it
+    counts by severity only, under the code `unlisted`); `skipped`, (older generation, the newer one read
+    instead) for each log verify skipped in a session directory."""
+
+    shown: pl.DataFrame
+    tally: pl.DataFrame
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+
+def verify_findings(reports: Iterable[LogReport], *, shown: int = FINDINGS_SHOWN) -> VerifyFindings:
+    """VerifyFindings from verify_paths' reports, taken one at a time: each is dropped once counted."""
     rows: list[dict[str, Any]] = []
+    tally: list[dict[str, Any]] = []
+    skipped: list[tuple[str, str]] = []
     for report in reports:
         if report.superseded_by is not None:
+            skipped.append((report.label, report.superseded_by))
             continue
+        of_log = {"log": report.label, "generation": report.generation}
+        found: list[dict[str, Any]] = []
+        counted: dict[tuple[str, str], int] = {}
         if report.read_error is not None:
-            rows.append({"log": report.label, "generation": report.generation, "severity": "error",
-                         "code": "unreadable", "seq": None, "line": None, "text": report.read_error})
+            found.append({**of_log, "severity": "error", "code": "unreadable", "seq": None, "line": None,
+                          "text": report.read_error})
+            counted["error", "unreadable"] = 1
         for finding in report.findings:
-            rows.append({"log": report.label, "generation": report.generation, "severity": finding.severity,
-                         "code": finding.code, "seq": finding.seq, "line": finding.line, "text": finding.render()})
-    return rows_frame(rows, FINDING_COLUMNS) if rows else pl.DataFrame(schema=FINDING_COLUMNS)
-
-
-def skipped_logs(reports: Iterable[LogReport]) -> list[tuple[str, str]]:
-    """(older generation, the newer one read instead) for each log verify skipped."""
-    return [(r.label, r.superseded_by) for r in reports if r.superseded_by is not None]
+            counted[finding.severity, finding.code] = counted.get((finding.severity, finding.code), 0) + 1
+            if len(found) < shown:
+                found.append({**of_log, "severity": finding.severity, "code": finding.code, "seq": finding.seq,
+                              "line": finding.line, "text": finding.render()})
+        for severity, past_cap in report.unlisted.items():
+            counted[severity, UNLISTED] = past_cap
+        rows += found[:shown]
+        tally += ({**of_log, "severity": severity, "code": code, "count": n} for (severity, code), n in counted.items())
+    return VerifyFindings(rows_frame(rows, FINDING_COLUMNS) if rows else pl.DataFrame(schema=FINDING_COLUMNS),
+                          rows_frame(tally, TALLY_COLUMNS) if tally else pl.DataFrame(schema=TALLY_COLUMNS),
+                          skipped)
 
 
 # -- one session's plot ------------------------------------------------------------------------------------
@@ -307,6 +338,8 @@ td.log { word-break: break-all; }
 .sev-error { color: #b00020; font-weight: 600; } .sev-warning { color: #a05a00; } .sev-info { color: #555; }
 .bad { color: #b00020; font-weight: 600; }
 .plot { width: 100%; min-height: 460px; }
+.rows { max-height: 70vh; overflow-y: auto; border: 1px solid #eee; }
+.rows thead th { position: sticky; top: 0; background: #fafafa; }
 code { font-size: 12px; }
 """
 
@@ -384,28 +417,48 @@ def _anchor(index: int) -> str:
     return f"session-{index}"
 
 
-def _overview(logs: list[dict[str, Any]], names: list[str], findings: pl.DataFrame) -> str:
+def _overview(logs: list[dict[str, Any]], names: list[str], drawn: int, more: int) -> str:
+    """The sessions table: every listed session a row, linked to its section when it is drawn; when not all are
+    drawn, or not all listed, a line says which are and where the rest are."""
     titles = [("session / log", False), ("gen", True), ("model", False), ("requests", True), ("hit ratio", True),
               ("cost", True), ("collapses", True), ("unexplained", True), ("cost lost", True),
               ("verify errors", True)]
     head = "".join(f'<th scope="col"{" class=n" if numeric else ""}><button type="button">{esc(title)}</button></th>'
                    for title, numeric in titles)
     body = []
-    errors_of = rows_by(findings.filter(pl.col("severity") == "error"), "log")
     for index, (log, name) in enumerate(zip(logs, names, strict=True)):
-        errors = errors_of((log["log"],)).height
+        shown = (f'<a href="#{_anchor(index)}" title="{esc(log["log"])}">{esc(name)}</a>' if index < drawn
+                 else f'<span title="{esc(log["log"])}">{esc(name)}</span>')
         body.append(
-            f'<tr><td class="log" data-sort="{esc(name)}"><a href="#{_anchor(index)}" title="{esc(log["log"])}">'
-            f'{esc(name)}</a></td>'
+            f'<tr><td class="log" data-sort="{esc(name)}">{shown}</td>'
             + _num(log["generation"], f"v{log['generation']}") + f"<td>{esc(log['model'] or '–')}</td>"
             + _num(log["requests"], str(log["requests"])) + _num(log["hitRatio"], percent(log["hitRatio"]))
             + _num(log["costUsd"], usd(log["costUsd"])) + _num(log["collapses"], str(log["collapses"]))
             + _num(log["unexplained"], str(log["unexplained"])) + _num(log["collapseCostUsd"],
                                                                        usd(log["collapseCostUsd"]))
-            + _num(errors, str(errors)) + "</tr>")
-    return (f'<section id="overview"><h2>Sessions</h2><p class="note">Click a column title to sort.</p>'
-            f'<table class="sortable" id="sessions"><thead><tr>{head}</tr></thead>'
-            f'<tbody>{"".join(body)}</tbody></table></section>')
+            + _num(log["verifyErrors"], str(log["verifyErrors"])) + "</tr>")
+    notes = ['<p class="note">Click a column title to sort.</p>']
+    if drawn < len(logs) + more:
+        notes.append(f'<p class="note" id="drawn-note">Sessions are ranked worst first: most unexplained collapses, '
+                     f"then verify errors, cost lost to collapses, collapses, cost. The {drawn} worst are drawn "
+                     f"below; the other {len(logs) - drawn} are rows of this table only: "
+                     "<code>audit report LOG -o FILE</code> draws any one of them.</p>")
+    tail = (f'<p class="note" id="more-sessions">{more} more session(s), the lowest ranked, are not listed: see '
+            "<code>audit cache-report --rows logs</code> over the same logs.</p>") if more else ""
+    return (f'<section id="overview"><h2>Sessions</h2>{"".join(notes)}'
+            f'<div class="rows"><table class="sortable" id="sessions"><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(body)}</tbody></table></div>{tail}</section>')
+
+
+def ranked_logs(logs: pl.DataFrame, tally: pl.DataFrame, *, rank: bool) -> pl.DataFrame:
+    """The per-log rows of the report with their verify error count (`verifyErrors`, from VerifyFindings.tally);
+    worst first (RANKED_BY) when `rank`, else in the report's order."""
+    errors = (tally.filter(pl.col("severity") == "error").group_by("log", "generation")
+              .agg(verifyErrors=pl.col("count").sum().cast(pl.Int64)))
+    joined = (logs.with_row_index("_order").join(errors, on=["log", "generation"], how="left")
+              .with_columns(pl.col("verifyErrors").fill_null(0)))
+    order = [*RANKED_BY, "_order"] if rank else ["_order"]
+    return joined.sort(order, descending=[*(True for _ in order[:-1]), False], nulls_last=True).drop("_order")
 
 
 def _collapse_table(plot: SessionPlot) -> str:
@@ -426,22 +479,25 @@ def _collapse_table(plot: SessionPlot) -> str:
             f'<th class="n">cost lost</th></tr></thead><tbody>{"".join(rows)}</tbody></table>{tail}</details>')
 
 
-def _findings_block(findings: pl.DataFrame) -> str:
-    if findings.height == 0:
+def _findings_block(shown: pl.DataFrame, tally: pl.DataFrame) -> str:
+    """One log's findings: counted by severity and code, then the first FINDINGS_SHOWN as verify prints them."""
+    if tally.height == 0:
         return '<h3>verify</h3><p class="meta">no findings: every request rebuilt, every invariant holds.</p>'
-    counts_by = findings.group_by("severity", "code", maintain_order=True).len().sort("severity", "code")
-    tally = ", ".join(f"{row['len']} {row['severity']} [{row['code']}]" for row in counts_by.iter_rows(named=True))
+    counted = ", ".join(f"{row['count']} {row['severity']} [{row['code']}]" if row["code"] != UNLISTED else
+                        f"{row['count']} more {row['severity']}(s), counted by verify past the findings it keeps"
+                        for row in tally.sort("severity", "code").iter_rows(named=True))
     rows = "".join(f'<tr><td class="sev-{esc(row["severity"])}">{esc(row["severity"])}</td><td>{esc(row["code"])}</td>'
                    f'<td class="n">{esc("" if row["seq"] is None else row["seq"])}</td>'
                    f'<td><code>{esc(row["text"])}</code></td></tr>'
-                   for row in findings.head(FINDINGS_SHOWN).iter_rows(named=True))
-    more = findings.height - FINDINGS_SHOWN
+                   for row in shown.iter_rows(named=True))
+    more = int(tally["count"].sum()) - shown.height
     tail = f'<p class="note">and {more} more (audit verify lists them all)</p>' if more > 0 else ""
-    return (f'<h3>verify</h3><p class="meta">{esc(tally)}</p><table class="findings"><thead><tr><th>severity</th>'
+    return (f'<h3>verify</h3><p class="meta">{esc(counted)}</p><table class="findings"><thead><tr><th>severity</th>'
             f'<th>code</th><th class="n">seq</th><th>finding</th></tr></thead><tbody>{rows}</tbody></table>{tail}')
 
 
-def _session(index: int, log: dict[str, Any], name: str, plot: SessionPlot, findings: pl.DataFrame) -> str:
+def _session(index: int, log: dict[str, Any], name: str, plot: SessionPlot, findings: pl.DataFrame,
+             tally: pl.DataFrame) -> str:
     anchor = _anchor(index)
     facts = [f"v{log['generation']}", f"model {log['model'] or '–'}", f"session {log['sessionId']}",
              f"{log['requests']} request(s)", f"{log['compactionCalls']} compaction call(s)",
@@ -458,7 +514,7 @@ def _session(index: int, log: dict[str, Any], name: str, plot: SessionPlot, find
         drawing = '<p class="meta">no model calls logged</p>'
     return (f'<section class="session" id="{anchor}" data-log="{esc(log["log"])}"><h2 title="{esc(log["log"])}">'
             f'{esc(name)}</h2><p class="meta">{esc(" · ".join(facts))}</p>{notes}{drawing}{_collapse_table(plot)}'
-            f"{_findings_block(findings)}</section>")
+            f"{_findings_block(findings, tally)}</section>")
 
 
 def plotly_bundle() -> tuple[str, str]:
@@ -468,41 +524,49 @@ def plotly_bundle() -> tuple[str, str]:
     return str(get_plotlyjs()), str(get_plotlyjs_version())
 
 
-def render_report(report: CacheReport, headers: pl.DataFrame, findings: pl.DataFrame, *,
-                  inputs: Sequence[str] = (), skipped: Sequence[tuple[str, str]] = (),
-                  unreadable: Sequence[Unreadable] = (), overview: bool | None = None,
-                  generator: str = "dsh-audit", plotly_js: tuple[str, str] | None = None) -> str:
+def render_report(report: CacheReport, headers: pl.DataFrame, findings: VerifyFindings, *,
+                  inputs: Sequence[str] = (), unreadable: Sequence[Unreadable] = (), overview: bool | None = None,
+                  generator: str = "dsh-audit", plotly_js: tuple[str, str] | None = None,
+                  detailed: int = DETAILED_SESSIONS, listed: int = SESSIONS_LISTED) -> str:
     """The whole page. `report`: build_cache_report's; `headers`: build_header_diff's over the same logs;
-    `findings`: findings_frame(verify_paths(...)). `overview` (default: more than one log) adds the sortable
-    table of sessions. `plotly_js`: (source, version), default the `plotly` package's bundle."""
+    `findings`: verify_findings(verify_paths(...)). `overview` (default: more than one log) adds the sortable
+    table of sessions. Over more than `detailed` logs only the worst `detailed` are drawn (RANKED_BY) and the
+    table lists the worst `listed`, ranked; the page says so. `plotly_js`: (source, version), default the
+    `plotly` package's bundle."""
     script, plotly_version = plotly_js if plotly_js is not None else plotly_bundle()
     script = script.replace("</script", "<\\/script")   # not in the shipped bundle; never let it close the element
-    logs = report.logs.to_dicts()
+    ranked = ranked_logs(report.logs, findings.tally, rank=report.logs.height > detailed)
+    logs = ranked.head(listed).to_dicts()
+    more = ranked.height - len(logs)
     names = display_names([log["log"] for log in logs])
+    drawn = logs[:detailed]
+    chosen = pl.col("log").is_in([log["log"] for log in drawn])   # only the drawn logs' rows are split out
+    calls_of = rows_by(report.requests.filter(chosen), "log", "generation")
+    headers_of = rows_by(headers.filter(chosen), "log", "generation")
+    findings_of = rows_by(findings.shown.filter(chosen), "log", "generation")
+    tally_of = rows_by(findings.tally.filter(chosen), "log", "generation")
     sections = []
-    calls_of, headers_of = rows_by(report.requests, "log", "generation"), rows_by(headers, "log", "generation")
-    findings_of = rows_by(findings, "log", "generation")
-    for index, (log, name) in enumerate(zip(logs, names, strict=True)):
+    for index, (log, name) in enumerate(zip(drawn, names, strict=False)):
         key = (log["log"], log["generation"])
         plot = session_plot(calls_of(key), headers_of(key))
-        sections.append(_session(index, log, name, plot, findings_of(key)))
+        sections.append(_session(index, log, name, plot, findings_of(key), tally_of(key)))
     totals = report.totals.to_dicts()[0] if report.totals.height else {}
-    errors = findings.filter(pl.col("severity") == "error").height
-    warnings = findings.filter(pl.col("severity") == "warning").height
-    summary = (f"{len(logs)} session log(s), {totals.get('requests', 0)} request(s), "
+    by_severity = dict(findings.tally.group_by("severity").agg(pl.col("count").sum()).iter_rows())
+    errors, warnings = by_severity.get("error", 0), by_severity.get("warning", 0)
+    summary = (f"{ranked.height} session log(s), {totals.get('requests', 0)} request(s), "
                f"{totals.get('compactionCalls', 0)} compaction call(s); hit {percent(totals.get('hitRatio'))}, "
                f"cost {usd(totals.get('costUsd'))}; {totals.get('collapses', 0)} collapse(s), "
                f"{totals.get('unexplained', 0)} unexplained, lost {usd(totals.get('collapseCostUsd'))}; "
                f"verify: {errors} error(s), {warnings} warning(s)")
     skipped_note = "".join(f'<li>{esc(shown_path(old))} — an older generation; read {esc(shown_path(new))}</li>'
-                           for old, new in skipped)
-    skipped_block = f'<details><summary>{len(skipped)} older generation(s) skipped</summary><ul>{skipped_note}</ul>' \
-                    "</details>" if skipped else ""
+                           for old, new in findings.skipped)
+    skipped_block = (f'<details><summary>{len(findings.skipped)} older generation(s) skipped</summary>'
+                     f"<ul>{skipped_note}</ul></details>") if findings.skipped else ""
     unreadable_note = "".join(f"<li>{esc(shown_path(log.label))} — {esc(located_error(log.label, log.reason))}</li>"
                               for log in unreadable)
     unreadable_block = (f'<details open id="unreadable"><summary>{len(unreadable)} log(s) could not be read and are '
                         f"not in this report</summary><ul>{unreadable_note}</ul></details>") if unreadable else ""
-    show_overview = len(logs) > 1 if overview is None else overview
+    show_overview = ranked.height > 1 if overview is None else overview
     policy = ("default-src 'none'; base-uri 'none'; form-action 'none'; img-src data: blob:; "
               "style-src 'unsafe-inline'; script-src " + _script_hash(script) + " " + _script_hash(RENDER_SCRIPT))
     return "".join([
@@ -519,7 +583,7 @@ def render_report(report: CacheReport, headers: pl.DataFrame, findings: pl.DataF
         "guide line; the line is the cumulative cost (right axis). Hover for detail; drag to zoom, double-click "
         "to reset.</p>",
         unreadable_block, skipped_block, "</header>",
-        _overview(logs, names, findings) if show_overview else "",
+        _overview(logs, names, len(drawn), more) if show_overview else "",
         *sections,
         f"<script>{script}</script><script>{RENDER_SCRIPT}</script></body></html>\n",
     ])
