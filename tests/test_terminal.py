@@ -31,7 +31,7 @@ from test_views import collapsing_log
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "sample_logs" / "compaction-recovery"
-WILD = Path(os.environ.get("DSH_WILD_LOGS", REPO.parent / "shared" / "wild-logs")) / "lyteboat-boat"
+WILD = REPO / "tests" / "fixtures" / "wild" / "lyteboat-boat"
 CHINESE = WILD / "examples/agents/finance/evals/baseline/sessions/overview-then-diagnosis/session.v4.jsonl"
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots" / "terminal"
 SGR = re.compile(r"\x1b\[[0-9;]*m")
@@ -99,8 +99,7 @@ def place(tmp_path_factory: pytest.TempPathFactory) -> Path:
     lines = (SAMPLE / "session.jsonl").read_text(encoding="utf-8").splitlines()
     (broken / "session.jsonl").write_text("\n".join([*lines[:5], '{"type": "turn/start", "data": {', *lines[6:]])
                                           + "\n", encoding="utf-8")
-    if CHINESE.exists():
-        shutil.copy(CHINESE, root / "chinese.v4.jsonl")
+    shutil.copy(CHINESE, root / "chinese.v4.jsonl")
     subprocess.run([sys.executable, "-m", "dsh_audit", "golden", "update", "logs"], cwd=root, check=True,
                    capture_output=True)
     changed = root / "logs" / "compaction-recovery" / "session.v3.jsonl"
@@ -137,7 +136,6 @@ def test_each_view_fits_the_terminal_in_real_colour(view: str, columns: int, pla
         assert text == snapshot.read_text(encoding="utf-8"), f"{view} differs from {snapshot.name}"
 
 
-@pytest.mark.skipif(not CHINESE.exists(), reason="the wild logs (../shared/wild-logs) hold the Chinese text")
 @pytest.mark.parametrize("columns", WIDTHS)
 def test_chinese_text_is_measured_in_cells(columns: int, place: Path) -> None:
     for args in (["explain", "chinese.v4.jsonl", "2.1#1"], ["cache-report", "--wide", "chinese.v4.jsonl"],
