@@ -119,6 +119,44 @@ def write_churn(path: Path, count: int, *, generation: int = 0) -> Path:
     return path
 
 
+def write_steps(path: Path, count: int, *, compact_every: int = 1000) -> Path:
+    """One turn of COUNT steps, each one request answered "ok", with a compaction of the surface every
+    `compact_every` steps: the live surface stays small, so memory that grows with COUNT is kept per request."""
+    out = _Writer(path, HEADER)
+    out.add("turn/start", {"turn": 1})
+    nodes: list[int] = []
+    for step in range(1, count + 1):
+        out.add("step/start", {"turn": 1, "step": step})
+        if step == 1:
+            nodes.append(out.add("user/message", _user("go", "u0"), surfaceOp="append"))
+            out.header(step)
+        if len(nodes) >= compact_every:
+            nodes = [_compact(out, nodes, f"c{step}")]
+        out.response(1, step, "ok")
+        nodes.append(out.seq - 1)
+        out.add("step/end", {"turn": 1, "step": step})
+    out.add("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    out.close()
+    return path
+
+
+def _compact(out: _Writer, nodes: list[int], cid: str) -> int:
+    """A compaction replacing `nodes` with one summary message; its seq."""
+    start = out.add("compaction/start", {"compactionId": cid, "turn": 1})
+    summary = [{"type": "text", "text": "so far"}]
+    told = out.add("compaction/summary", {
+        "compactionId": cid, "summary": summary, "rawOutput": summary, "llmStreamCall": True,
+        "shadowedRange": {"start": nodes[0], "end": nodes[-1]}, "shadowedSeqs": nodes, "shadowedTokenCount": 10,
+        "provider": CONFIG["provider"], "model": CONFIG["model"], "maxTokens": 8192,
+        "usage": {"inputTokens": 10, "outputTokens": 5}})
+    message = {"content": summary, "source": {"kind": "plugin", "plugin": "compact", "compactionId": cid},
+               "role": "user", "id": f"m-{cid}"}
+    seq = out.add("user/message", message, sourceEventSeqs=[start, told, *nodes],
+                  surfaceOp={"op": "replace", "start": nodes[0], "end": nodes[-1]})
+    out.add("compaction/end", {"compactionId": cid, "turn": 1})
+    return seq
+
+
 def write_many(folder: Path, count: int) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for k in range(count):
@@ -169,7 +207,7 @@ def time_cases(sizes: list[int], data: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("case", choices=["replaces", "churn", "many", "time"])
+    parser.add_argument("case", choices=["replaces", "churn", "steps", "many", "time"])
     parser.add_argument("--count", type=int, default=20000)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/data/scale"))
     parser.add_argument("--generation", type=int, default=0)
@@ -179,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
         write_replaces(args.out, args.count)
     elif args.case == "churn":
         write_churn(args.out, args.count, generation=args.generation)
+    elif args.case == "steps":
+        write_steps(args.out, args.count)
     elif args.case == "many":
         write_many(args.out, args.count)
     else:
