@@ -32,7 +32,9 @@ from ..generations import Generation
 from ..header import HeaderSnapshot, is_placeholder, same_prompt, snapshot, system_text
 from ..jsjson import dumps_bytes
 from ..model_calls import Call, StoredMessage, other_call
+from ..readers import packed
 from ..readers.jsonvalue import deeper_than, parse_json
+from ..readers.packed import over_member_cap
 from ..records import RequestDigest
 from ..shape import header_problem
 from ..structure import NEVER_LATE, developer_header_problem, flags_error
@@ -278,7 +280,10 @@ class FastVerifier:
         types = self.types
         long_line = 2 * depth if depth else 1 << 62   # shorter lines hold too few brackets to nest that deep
         cap = max_line if max_line is not None else 1 << 62
+        scanned = packed.SCANNED_LINE_BYTES
         for line in lines:
+            if len(line) > scanned and over_member_cap(line) is not None:   # the full verifier refuses it unparsed
+                raise Doubt("a packed run over the member cap")
             try:
                 event = decode(line)
             except decode_error as error:   # a shape its generated type refuses, or a type it has no decoder for
