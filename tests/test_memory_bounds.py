@@ -6,17 +6,20 @@ the member cap is refused before its line is parsed, in one line, within 4 times
 from __future__ import annotations
 
 import json
+import pickle
 import random
 import resource
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from conftest_reference import LOGS_ROOT
-from dsh_audit import verify_paths
+from dsh_audit import digest_spool, verify_paths
 from dsh_audit.readers import packed
+from dsh_audit.records import RequestDigest
 from dsh_audit.text import printable
 from dsh_audit.verify import summary, verify_path
 from test_hostile_inputs import REPO, MiB, audit, bounded, digest, one_line_error
@@ -150,3 +153,19 @@ def test_members_are_counted_in_the_bytes_as_the_parse_counts_them() -> None:
             found = packed.largest_run(line.encode("utf-8", "surrogatepass"))
             assert found is not None and found[0] == max(len(texts), len(gaps) + 1), line
             assert found[1] in (3, 7)
+
+
+@pytest.mark.parametrize("spill_bytes", [digest_spool.SPILL_BYTES, 1], ids=["in-memory", "on-disk"])
+def test_the_spool_gives_back_exactly_what_it_kept_also_across_processes(spill_bytes: int, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(digest_spool, "SPILL_BYTES", spill_bytes)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    kept = [RequestDigest(2**64, 10**30, 1, 7, None, True, False, ["replace@7: \ud800 quoted \x00", "é"]),
+            RequestDigest(1, 2, 3, 4, "ab" * 32, False, True, [])]
+    spool = digest_spool.DigestSpool()
+    for request in kept:
+        spool.append(request)
+    assert len(spool) == 2 and list(spool) == kept and list(spool) == kept   # read back as often as asked
+    moved = pickle.loads(pickle.dumps(spool))
+    assert not list(tmp_path.iterdir())   # the handed-over copy is unlinked by its receiver
+    assert list(moved) == kept and len(moved) == 2
