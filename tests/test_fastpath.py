@@ -698,4 +698,4 @@ def test_a_rewrite_before_a_node_is_sent_extends_in_both_engines(before_sent: bo
     path.write_text("\n".join(json.dumps(row) for row in [log.header, *log.events]) + "\n", encoding="utf-8")
     found = check(path)
     assert isinstance(found, Decided), found
-    assert found.requests[-1].extends_previous is before_sent
+    assert list(found.requests)[-1].extends_previous is before_sent

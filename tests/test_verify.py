@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
+import pytest
+
 from conftest_reference import LOGS_ROOT
-from dsh_audit import verify_paths
+from dsh_audit import digest_spool, verify_paths
 
 FAILING = {
     "apps/web/tests/snapshots/cordis-tool-round/session.jsonl",
@@ -36,7 +39,22 @@ def test_parallel_verify_gives_the_same_reports_in_the_same_order() -> None:
     serial = list(verify_paths([LOGS_ROOT], jobs=1))
     parallel = list(verify_paths([LOGS_ROOT], jobs=2))
     assert [r.label for r in parallel] == [r.label for r in serial]
-    assert [(r.findings, r.requests) for r in parallel] == [(r.findings, r.requests) for r in serial]
+    assert [(r.findings, list(r.requests)) for r in parallel] == [(r.findings, list(r.requests)) for r in serial]
+
+
+def test_digests_spilled_to_disk_cross_processes_and_leave_no_file(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past SPILL_BYTES a log's digests are in a temporary file: a worker hands over a named copy, which the
+    receiver opens and unlinks, so no file is left and neither process holds them all."""
+    spill = tmp_path / "tmp"
+    spill.mkdir()
+    monkeypatch.setattr(digest_spool, "SPILL_BYTES", 1)   # every spool on disk
+    monkeypatch.setattr(tempfile, "tempdir", str(spill))
+    serial = list(verify_paths([LOGS_ROOT], jobs=1))
+    parallel = list(verify_paths([LOGS_ROOT], jobs=2))
+    assert [(r.label, list(r.requests)) for r in parallel] == [(r.label, list(r.requests)) for r in serial]
+    assert sum(len(r.requests) for r in parallel) == 211
+    assert not list(spill.iterdir())
 
 
 def test_findings_past_the_cap_are_counted_not_kept(tmp_path: Path) -> None:

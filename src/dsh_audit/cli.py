@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import click
 
 from . import fastpath, stopping
+from .digest_spool import DigestSpool
 from .errors import DshAuditError
 from .fold import RebuiltRequest
 from .readers import open_logs
@@ -317,19 +318,47 @@ def verify(logs: tuple[Path, ...], session: str | None, fmt: str, strict: bool, 
 
 
 def _stream_json(found: Iterable[LogReport], kept: list[LogReport], strict: bool) -> None:
-    """One JSON document, {"logs": [...], "summary": {...}}, written a log at a time: a log's digests are let go
-    once written, so memory holds one log's, not every log's."""
+    """One JSON document, {"logs": [...], "summary": {...}}, written a log at a time and its requests one at a
+    time from its spool: memory holds one request's digest, not a log's, let alone every log's."""
     click.echo('{\n  "logs": [')
     for index, report in enumerate(found):
         text = json.dumps(_report_json(report, strict), indent=2, ensure_ascii=False).replace("\n", "\n    ")
-        click.echo(("    " if index == 0 else ",\n    ") + printable(text), nl=False)
-        report.requests = []   # written; the summary and the exit code need only counts and findings
+        head = text.removesuffix(_NO_REQUESTS)   # "requests" is the last key: its items follow one by one
+        assert head != text
+        click.echo(("    " if index == 0 else ",\n    ") + printable(head), nl=False)
+        _stream_requests(report.requests)
+        report.requests = DigestSpool()   # written; the summary and the exit code need only counts and findings
         kept.append(report)
     totals = json.dumps(summary(kept, strict), indent=2).replace("\n", "\n  ")
     click.echo(("\n  ],\n" if kept else "  ],\n") + f'  "summary": {totals}\n}}')
 
 
+_NO_REQUESTS = '[]\n    }'   # how an empty "requests" array ends a log's object in _stream_json's layout
+_WRITE_BYTES = 65536
+
+
+def _stream_requests(requests: DigestSpool) -> None:
+    """A log's "requests" array and the end of its object, laid out as json.dumps(indent=2) would inside the
+    document, in writes of about _WRITE_BYTES."""
+    pending: list[str] = []
+    size = 0
+    for number, q in enumerate(requests):
+        item = {"turn": q.turn, "step": q.step, "attempt": q.attempt, "dispatchSeq": q.dispatch_seq,
+                "sha256": q.sha256, "inherited": q.inherited, "extendsPrevious": q.extends_previous,
+                "causes": q.causes}
+        text = ("[\n        " if number == 0 else ",\n        ") + json.dumps(
+            item, indent=2, ensure_ascii=False).replace("\n", "\n        ")
+        pending.append(text)
+        size += len(text)
+        if size >= _WRITE_BYTES:
+            click.echo(printable("".join(pending)), nl=False)
+            pending, size = [], 0
+    pending.append("\n      ]\n    }" if requests else _NO_REQUESTS)
+    click.echo(printable("".join(pending)), nl=False)
+
+
 def _report_json(report: LogReport, strict: bool) -> dict[str, Any]:
+    """A log's object in the document, but for its requests (_stream_requests writes them)."""
     return {
         "log": report.label, "generation": report.generation, "ok": not report.failed(strict),
         "skipped": report.skipped, "supersededBy": report.superseded_by, "ignored": report.ignored,
@@ -339,9 +368,7 @@ def _report_json(report: LogReport, strict: bool) -> dict[str, Any]:
         "findings": [{"code": f.code, "severity": f.severity, "line": f.line, "seq": f.seq,
                       "eventType": f.event_type, "message": f.message, "rejects": f.rejects}
                      for f in report.findings],
-        "requests": [{"turn": q.turn, "step": q.step, "attempt": q.attempt, "dispatchSeq": q.dispatch_seq,
-                      "sha256": q.sha256, "inherited": q.inherited, "extendsPrevious": q.extends_previous,
-                      "causes": q.causes} for q in report.requests],
+        "requests": [],
     }
 
 

@@ -15,11 +15,11 @@ JSON = Any  # a decoded JSON value
 
 
 class PackedRun(Protocol):
-    """A stored run of delta chunks (a packed row), kept packed: `events()` gives the members."""
+    """A stored run of delta chunks (a packed row), kept packed: `events()` gives the members, one at a time."""
 
     def __len__(self) -> int: ...
 
-    def events(self) -> list[dict[str, Any]]: ...
+    def events(self) -> Iterator[dict[str, Any]]: ...
 
 
 @dataclass(slots=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from . import fastpath
+from .digest_spool import DigestSpool
 from .errors import DshAuditError
 from .findings import Finding, Report, counts, severity_counts
 from .fold import RebuiltRequest
@@ -35,7 +36,7 @@ class LogReport:
     label: str
     generation: int | None = None    # the log format version read (None: unreadable before its header)
     findings: list[Finding] = field(default_factory=list)
-    requests: list[RequestDigest] = field(default_factory=list)   # kept only with keep_requests
+    requests: DigestSpool = field(default_factory=DigestSpool)   # kept only with keep_requests
     request_count: int = 0
     events: int = 0
     read_error: str | None = None    # the log could not be read at all (exit 2)

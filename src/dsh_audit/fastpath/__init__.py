@@ -16,8 +16,9 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from ..digest_spool import DigestSpool
 from ..model_calls import Call
-from ..records import LogSource, RequestDigest
+from ..records import LogSource
 from .calls import read_calls, reading
 from .lines import Doubt
 
@@ -32,7 +33,7 @@ class Decided:
 
     events: int
     request_count: int
-    requests: list[RequestDigest]   # empty unless asked for (keep_requests)
+    requests: DigestSpool   # empty unless asked for (keep_requests)
 
 
 def fast_verify(source: LogSource, *, message_prefix: str = "legacy", keep_requests: bool = True) -> Decided | None:
@@ -61,5 +62,4 @@ def decide(source: LogSource, *, message_prefix: str = "legacy", keep_requests: 
             requests = verifier.finish(check_newline=lines.check_newline)
     except Doubt as doubt:
         return str(doubt)
-    return Decided(verifier.events, verifier.request_count, [
-        RequestDigest.of(request) for request in requests])
+    return Decided(verifier.events, verifier.request_count, requests)

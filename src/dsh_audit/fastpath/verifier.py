@@ -26,12 +26,16 @@ from typing import Any
 import msgspec
 import orjson
 
+from ..digest_spool import DigestSpool
 from ..fold import Cause, RebuiltRequest, RequestParts, RunningDigest, header_causes
 from ..generations import Generation
 from ..header import HeaderSnapshot, is_placeholder, same_prompt, snapshot, system_text
 from ..jsjson import dumps_bytes
 from ..model_calls import Call, StoredMessage, other_call
+from ..readers import packed
 from ..readers.jsonvalue import deeper_than, parse_json
+from ..readers.packed import over_member_cap
+from ..records import RequestDigest
 from ..shape import header_problem
 from ..structure import NEVER_LATE, developer_header_problem, flags_error
 from ..surface import EMPTY_PROJECTS_NOTHING, _masked_tool_result
@@ -177,7 +181,7 @@ class FastVerifier:
             self.seed_cut = None
         self.events = 0
         self.keep_requests = keep_requests   # off: only counted, so memory stays bounded by the live surface
-        self.requests: list[_Request] = []
+        self.requests = DigestSpool()   # their digests, when kept (verify --format json)
         self.request_count = 0
         # the fold
         self.header: HeaderSnapshot | None = None
@@ -276,7 +280,10 @@ class FastVerifier:
         types = self.types
         long_line = 2 * depth if depth else 1 << 62   # shorter lines hold too few brackets to nest that deep
         cap = max_line if max_line is not None else 1 << 62
+        scanned = packed.SCANNED_LINE_BYTES
         for line in lines:
+            if len(line) > scanned and over_member_cap(line) is not None:   # the full verifier refuses it unparsed
+                raise Doubt("a packed run over the member cap")
             try:
                 event = decode(line)
             except decode_error as error:   # a shape its generated type refuses, or a type it has no decoder for
@@ -329,7 +336,7 @@ class FastVerifier:
         self.events = expected   # seqs run contiguously from 0: one per event, a packed row's members included
         self.last_line = line
 
-    def finish(self, *, check_newline: bool = False) -> list[_Request]:
+    def finish(self, *, check_newline: bool = False) -> DigestSpool:
         """The end of the log: the dispatched requests (when kept). `check_newline`: the lines kept their
         newline, and the last one must have it."""
         if self.model_calls is not None:
@@ -744,8 +751,6 @@ class FastVerifier:
         request: _Request | RebuiltRequest
         if self.model_calls is None:
             request = _Request(step[0], step[1], attempt, seq, inherited)
-            if self.keep_requests:
-                self.requests.append(request)
         else:
             request = self._rebuilt(header, step, attempt, seq, bound, kind, time, inherited)
         request.sha256 = self._digest(header)
@@ -759,6 +764,8 @@ class FastVerifier:
         request.causes = causes
         if not first and not request.extends_previous and not any(c.kind != "initial" for c in causes):
             raise Doubt("prefix break")
+        if self.keep_requests and self.model_calls is None:   # its digest is complete: kept as it is
+            self.requests.append(RequestDigest.of(request))
         self.previous_header = header
         self.previous_count = len(self.visible)
         self.changed_from = None

@@ -32,6 +32,7 @@ from dsh_audit.readers.found import opener
 from dsh_audit.readers.jsonvalue import JsonProblem, JsonTooDeep, is_number, js_number, parse_json, safe_int
 from dsh_audit.readers.limits import InputLimits, located
 from dsh_audit.readers.lines import ByteSource, Line
+from dsh_audit.readers.packed import member_cap_message, over_member_cap
 from dsh_audit.readers.progress import reported
 from dsh_audit.records import JSON, LogRecord, LogSource, TornTail
 
@@ -117,6 +118,12 @@ def _records(source: LogSource, lines: Iterable[Line], tail_note: TailNote,
             if unparsable is not None:
                 raise LogReadError(f"{unparsable[1]}; expected one JSON object per line",
                                    path=label, line=unparsable[0])
+            if (huge := over_member_cap(data)) is not None:   # refused before the parse makes an object of each
+                if not terminated:   # dropped unread, whatever it holds, as the reference drops it
+                    source.torn_tail = TornTail(number, len(data), _UNTERMINATED)
+                    continue
+                raise LogReadError(member_cap_message(huge[0]), path=label, line=number,
+                                   seq=huge[1] if huge[1] is not None or source.explicit_seq else position)
             try:
                 value = parse_json(data)
             except JsonProblem as problem:

@@ -4,8 +4,12 @@ the `assistant/chunk` events they stand for, with the checks and key order of th
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import accumulate
+
+import msgspec
 
 from dsh_audit.readers.jsonvalue import MAX_SAFE_INTEGER, is_number, safe_int
 from dsh_audit.records import JSON
@@ -14,6 +18,89 @@ CHUNK_ROW_TYPES = frozenset({"text-chunks", "reasoning-chunks", "tool-call-chunk
 _DELTA_OF_ROW = {"text-chunks": "text-delta", "reasoning-chunks": "reasoning-delta"}
 _TEXT_KEYS = frozenset({"turn", "step", "index", "dt", "texts"})
 _TOOL_KEYS = frozenset({"turn", "step", "index", "id", "dt", "args"})
+
+
+# Members of one packed run (a v0/v1 row, a run in a v2+ stream), refused before the line is parsed: parsed,
+# each member is a Python object of 50 bytes or more, from 3 bytes of JSON (13 times the line, measured). A model
+# answer of 256k output tokens streams fewer chunks than that.
+MAX_MEMBERS = 1 << 20
+# A JSON member takes at least 2 bytes (`0,` in dt; `"",` in texts): a shorter line cannot pass the cap.
+SCANNED_LINE_BYTES = 2 * MAX_MEMBERS
+
+
+class _Run(msgspec.Struct):
+    texts: msgspec.Raw = msgspec.Raw()
+    args: msgspec.Raw = msgspec.Raw()
+    dt: msgspec.Raw = msgspec.Raw()
+
+
+class _Data(_Run):
+    stream: list[_Run] = []
+
+
+class _Line(msgspec.Struct):
+    seq: msgspec.Raw = msgspec.Raw()
+    seq0: msgspec.Raw = msgspec.Raw()
+    data: _Data | None = None
+
+
+_SKELETON = msgspec.json.Decoder(_Line)
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def over_member_cap(line: bytes) -> tuple[int, int | None] | None:
+    """(members, seq) of a line holding a packed run of more than MAX_MEMBERS, else None; cheap for a line
+    too short to hold one."""
+    if len(line) <= SCANNED_LINE_BYTES:
+        return None
+    run = largest_run(line)
+    return run if run is not None and run[0] > MAX_MEMBERS else None
+
+
+def member_cap_message(members: int) -> str:
+    return f"a packed run of {members:,} members, over the cap of {MAX_MEMBERS:,} per run (docs/input-limits.md)"
+
+
+def largest_run(line: bytes) -> tuple[int, int | None] | None:
+    """(members, seq) of the largest packed run a long line holds, counted in its bytes without parsing its
+    members; None for a line of another shape (its parse reports it). `seq`: the line's own, when it has one."""
+    try:
+        skeleton = _SKELETON.decode(line)
+    except msgspec.ValidationError:
+        return None
+    except msgspec.DecodeError:   # a lone surrogate's escape, which JSON.parse (and parse_json) takes: counted
+        try:                      # with same-length escapes in its place, a copy only for such a line
+            skeleton = _SKELETON.decode(_SURROGATE_ESCAPE.sub(rb"\\u0020", line))
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return None
+    if skeleton.data is None:
+        return None
+    members = max((_count(run) for run in [skeleton.data, *skeleton.data.stream]), default=0)
+    seq = _small_int(skeleton.seq) if skeleton.seq else _small_int(skeleton.seq0)
+    return members, seq
+
+
+def _count(run: _Run) -> int:
+    """Members of a run: its strings (a backslash escapes the next byte, so escaped backslashes go first and the
+    quotes left unescaped delimit them), or its gaps plus one, whichever is more."""
+    most = 0
+    for payload in (run.texts, run.args):
+        raw = bytes(payload)
+        if raw.startswith(b"["):
+            bare = raw.replace(b"\\\\", b"")
+            most = max(most, (bare.count(b'"') - bare.count(b'\\"')) // 2)
+    gaps = bytes(run.dt)
+    if gaps.startswith(b"[") and gaps.strip(b"[] \t\r\n"):
+        most = max(most, gaps.count(b",") + 2)
+    return most
+
+
+def _small_int(raw: msgspec.Raw) -> int | None:
+    try:
+        value = msgspec.json.decode(raw) if raw else None
+    except msgspec.DecodeError:
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 class MalformedRow(ValueError):
@@ -104,17 +191,16 @@ class PackedRow:
     def first_event(self) -> dict[str, JSON]:
         return self._event(0, self.first_time)
 
-    def events(self) -> list[dict[str, JSON]]:
-        """Every member as the `assistant/chunk` event it stands for, in the reference's key order."""
+    def events(self) -> Iterator[dict[str, JSON]]:
+        """Every member as the `assistant/chunk` event it stands for, in the reference's key order, one at a
+        time: a run of a million members is never a million events at once."""
         time = self.first_time
         gaps = self.data["dt"]
         assert isinstance(gaps, list)
-        events = []
         for k in range(len(self.members)):
             if time is not None and k > 0:
                 time += int(gaps[k - 1])   # bounds were checked by check_row
-            events.append(self._event(k, time))
-        return events
+            yield self._event(k, time)
 
 
 def _times_stay_safe(time: int, gaps: list[JSON], bounds: tuple[int, int]) -> bool:

@@ -1,0 +1,88 @@
+"""A log's request digests as verify keeps them for `--format json`, in memory up to SPILL_BYTES and in an
+anonymous temporary file beyond: a log of a million requests costs about 100 bytes of disk per request, not
+2.5 KB of memory (issue 18). They must be kept, not written as they come: the log's "ok" and findings precede
+its "requests" in the document, and are known only at the end of the log.
+
+Records are marshalled: exact for any int and any str, lone surrogates included (a cause quotes the log)."""
+
+from __future__ import annotations
+
+import marshal
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import IO, Any
+
+from .records import RequestDigest
+
+SPILL_BYTES = 4 * 1024 * 1024
+
+
+class DigestSpool:
+    """Appended to in dispatch order, read back as RequestDigest objects (once or more)."""
+
+    def __init__(self) -> None:
+        self._file: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=SPILL_BYTES)   # noqa: SIM115 (owned)
+        self._count = 0
+        self._size = 0   # bytes written: beyond SPILL_BYTES, they are in the temporary file
+
+    def append(self, digest: RequestDigest) -> None:
+        record = (digest.turn, digest.step, digest.attempt, digest.dispatch_seq, digest.sha256, digest.inherited,
+                  digest.extends_previous, digest.causes)
+        line = marshal.dumps(record)
+        with _named_on_error():
+            self._file.write(line)
+        self._count += 1
+        self._size += len(line)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self) -> Iterator[RequestDigest]:
+        self._file.seek(0)
+        try:
+            for _ in range(self._count):
+                yield RequestDigest(*marshal.load(self._file))
+        finally:
+            self._file.seek(0, os.SEEK_END)   # appends go on at the end
+
+    # verify -j sends reports between processes. A spool still in memory travels as its bytes; one on disk as
+    # the name of a copy the receiver opens and unlinks at once, so neither process holds the log's digests.
+    def __getstate__(self) -> dict[str, Any]:
+        self._file.seek(0)
+        try:
+            if self._size <= SPILL_BYTES:
+                return {"bytes": self._file.read(), "count": self._count, "size": self._size}
+            with _named_on_error():
+                copy = tempfile.NamedTemporaryFile(prefix="dsh-audit-digests-", delete=False)   # noqa: SIM115
+                try:
+                    with copy:
+                        shutil.copyfileobj(self._file, copy)
+                except OSError:
+                    os.unlink(copy.name)
+                    raise
+            return {"path": copy.name, "count": self._count, "size": self._size}
+        finally:
+            self._file.seek(0, os.SEEK_END)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._count, self._size = state["count"], state["size"]
+        if "bytes" in state:
+            self._file = tempfile.SpooledTemporaryFile(max_size=SPILL_BYTES)   # noqa: SIM115 (owned)
+            self._file.write(state["bytes"])
+            return
+        self._file = open(state["path"], "r+b")   # noqa: SIM115 (owned)
+        os.unlink(state["path"])
+        self._file.seek(0, os.SEEK_END)
+
+
+@contextmanager
+def _named_on_error() -> Iterator[None]:
+    """A full temporary folder is the environment's, as a full disk is: one line naming it, exit 2."""
+    try:
+        yield
+    except OSError as error:
+        raise OSError(error.errno, error.strerror,
+                      f"{tempfile.gettempdir()} (verify's request digests for --format json)") from None
