@@ -20,6 +20,10 @@ from typing import Any
 
 from ..errors import DshAuditError
 
+# The last moment a calendar places in any UTC offset: a day short of datetime's year 9999. A logged time after
+# it (valid up to 2**53 ms, the year 287396) is priced off-peak, and the tier says why.
+LATEST_MS = int(datetime(9999, 12, 30, tzinfo=UTC).timestamp() * 1000)
+
 
 @dataclass(frozen=True, slots=True)
 class Prices:
@@ -57,7 +61,7 @@ class Priced:
     """The price applied to one call: which table row, which tier, the rates."""
 
     model: str       # the row used (a model the table lists, or the fallback, saying so)
-    tier: str        # "peak" | "off-peak" | "off-peak (no time logged)" | "flat"
+    tier: str        # "peak" | "off-peak" | "off-peak (no time logged)" | "off-peak (time past the year 9999)" | "flat"
     prices: Prices
 
 
@@ -82,6 +86,8 @@ class PriceTable:
             return Priced(shown, "flat", peak)
         if time_ms is None or time_ms <= 0:
             return Priced(shown, "off-peak (no time logged)", peak.scaled(self.off_peak_factor))
+        if time_ms > LATEST_MS:
+            return Priced(shown, "off-peak (time past the year 9999)", peak.scaled(self.off_peak_factor))
         if self.peak.is_peak(time_ms):
             return Priced(shown, "peak", peak)
         return Priced(shown, "off-peak", peak.scaled(self.off_peak_factor))
