@@ -11,6 +11,7 @@ can still pass 2**63 - 1 (1,024 calls of 2**53 tokens): `checked_total` refuses 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any, TypeGuard
 
@@ -55,7 +56,8 @@ def _usages(data: dict[str, Any]) -> Iterator[tuple[str, Any]]:
 
 
 def _shown(value: object) -> str:
-    text = "true" if value is True else "false" if value is False else repr(value)
+    """The value as JSON writes it (a float as Python reads it: 1e400 is inf)."""
+    text = repr(value) if isinstance(value, float) else json.dumps(value, ensure_ascii=False)
     return text if len(text) <= _SHOWN else f"{text[:_SHOWN - 1]}… ({len(text)} characters)"
 
 
