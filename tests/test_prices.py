@@ -4,6 +4,8 @@ priced, a prices file instead, and every corpus log's cost equal to an independe
 from __future__ import annotations
 
 import json
+import math
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -13,10 +15,13 @@ from click.testing import CliRunner
 
 from conftest_reference import LOGS_ROOT, require_corpus, session_log_paths
 from dsh_audit.cli import main
+from dsh_audit.reports import prices
 from dsh_audit.reports.cache_report import CacheOptions, build_cache_report
-from dsh_audit.reports.prices import default_table, load_table
+from dsh_audit.reports.prices import MAX_PRICE, Prices, default_table, load_table
+from test_numbers import audit, one_line
 
 TABLE = default_table()
+SAMPLE = Path(__file__).resolve().parents[1] / "sample_logs" / "compaction-recovery" / "session.jsonl"
 
 
 def ms(text: str) -> int:
@@ -109,3 +114,95 @@ def test_every_corpus_logs_cost_is_the_sum_of_its_priced_usage() -> None:
         checked += 1
         compactions += by_log[str(path)]["compactionCalls"]
     assert checked == 100 and compactions > 0
+
+
+# -- a --prices file is validated at the edge (issue 18, item 2) -------------------------------------------------
+MODEL = '"models": {"m": {"cacheHit": 1, "cacheMiss": 2, "output": 3}}, "fallback": "m"'
+PEAK = '"peak": {"utcOffset": "+08:00", "weekdays": [1], "hours": [["09:00", "12:00"]]'
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ('{"models": {"m": {"cacheHit": NaN, "cacheMiss": 2, "output": 3}}, "fallback": "m"}', "not valid JSON"),
+    ('{"models": {"m": {"cacheHit": 1, "cacheMiss": Infinity, "output": 3}}, "fallback": "m"}', "not valid JSON"),
+    ('{"models": {"m": {"cacheHit": -1, "cacheMiss": 2, "output": 3}}, "fallback": "m"}',
+     "/models/m/cacheHit: -1 is less than the minimum of 0"),
+    ('{"models": {"m": {"cacheHit": "1", "cacheMiss": 2, "output": 3}}, "fallback": "m"}',
+     "/models/m/cacheHit: expected number, got string"),
+    ('{"models": {"m": {"cacheHit": 1, "cacheMiss": 1e308, "output": 3}}, "fallback": "m"}',
+     "/models/m/cacheMiss: 1e+308 is greater than the maximum of 1000000"),
+    ('{"models": {"m": {"cacheHit": 1, "cacheMiss": 2, "output": 1e400}}, "fallback": "m"}',
+     "/models/m/output: inf is greater than the maximum of 1000000"),
+    ('{"models": {"m": {"cacheHit": 1, "cacheMiss": 2}}, "fallback": "m"}', "/models/m/output: missing required key"),
+    ('{' + MODEL + ', "perTokens": 0}', "/perTokens: 0 is less than the minimum of 1"),
+    ('{' + MODEL + ', "perTokens": 1e-320}', "/perTokens: expected integer, got number"),
+    ('{' + MODEL + ', "offPeakFactor": 2}', "/offPeakFactor: 2 is greater than the maximum of 1"),
+    ('{' + MODEL + ', "currency": "EUR"}', '/currency: expected "USD", got "EUR"'),
+    ('{' + MODEL + ', "perToken": 1000}', "/perToken: unexpected key"),
+    ('{"models": {}, "fallback": "m"}', "/models: {} should be non-empty"),
+    ('{"models": {"m": {"cacheHit": 1, "cacheMiss": 2, "output": 3}}, "fallback": "x"}',
+     "/fallback: 'x' is not one of the models"),
+    ('{' + MODEL + ', "aliases": {"a/b": "x"}}', "/aliases/a~1b: 'x' is not one of the models"),
+    ('{' + MODEL + ', ' + PEAK + ', "holidays": ["2026-02-30"]}}', "/peak/holidays/0: day is out of range"),
+    ('{' + MODEL + ', ' + PEAK + ', "holidays": ["2026-10-07..2026-10-01"]}}',
+     "/peak/holidays/0: the range ends before it starts"),
+    ('{' + MODEL + ', "peak": {"utcOffset": "+25:00", "weekdays": [1], "hours": []}}', "/peak/utcOffset: "),
+    ('{' + MODEL + ', "peak": {"utcOffset": "+08:00", "weekdays": [8], "hours": []}}',
+     "/peak/weekdays/0: 8 is greater than the maximum of 7"),
+    ('{' + MODEL + ', "peak": {"utcOffset": "+08:00", "weekdays": [1], "hours": [["09:00", "24:00"]]}}',
+     "/peak/hours/0/1: "),
+    ('[]', "/: expected object, got array"),
+    ('{' + MODEL + ',}', "not valid JSON"),
+])
+def test_a_bad_price_table_is_one_line_naming_the_field(tmp_path: Path, text: str, said: str) -> None:
+    path = tmp_path / "prices.json"
+    path.write_text(text)
+    result = CliRunner().invoke(main, ["cache-report", "--no-predict", "--prices", str(path), str(SAMPLE)])
+    assert result.exit_code == 2 and result.stdout == "", result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"audit: {path}: not a price table: ") and said in line, line
+    assert path.read_text() == text
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "1e308"])
+def test_a_flat_rate_is_a_finite_price(value: str) -> None:
+    result = CliRunner().invoke(main, ["cache-report", "--no-predict", "--price-hit", value, "--price-miss", "1",
+                                       "--price-output", "1", str(SAMPLE)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "Invalid value for '--price-hit'" in result.stderr and "is not a price from 0 to 1e+06 USD" in result.stderr
+
+
+def test_the_dearest_price_costs_a_finite_sum() -> None:
+    """The schema's cap, 1e6 USD per token at perTokens 1, on 2**53-1 tokens of each kind: a finite cost."""
+    schema = json.loads((Path(prices.__file__).parent / "data" / "prices.schema.json").read_text())
+    assert schema["$defs"]["Price"]["maximum"] == MAX_PRICE
+    dearest = Prices(MAX_PRICE, MAX_PRICE, MAX_PRICE, per_tokens=1)
+    cost = dearest.cost(2**53 - 1, 2**53 - 1, 2**53 - 1)
+    assert math.isfinite(cost) and math.isfinite(cost * 2**63)   # however many such calls a report sums
+
+
+def test_a_holiday_range_costs_no_memory_per_day(tmp_path: Path) -> None:
+    """Ranges are kept as ranges: the whole calendar as one holiday is two dates, not 3.6 million."""
+    path = tmp_path / "prices.json"
+    path.write_text('{' + MODEL + ', ' + PEAK + ', "holidays": ["0001-01-01..9999-12-31"]}}')
+    table = load_table(path)
+    assert table.peak is not None and len(table.peak.holidays) == 1
+    assert table.price("m", ms("2026-12-07T10:00:00+08:00")).tier == "off-peak"   # a Monday morning, a holiday
+
+
+@pytest.mark.parametrize("kind", ["/dev/zero", "fifo", "2 MiB", "nested 100,000 deep", "not UTF-8"])
+def test_a_price_table_is_read_only_from_a_small_regular_file(tmp_path: Path, kind: str) -> None:
+    """Through the real CLI under a hard memory limit: one line, exit 2, and never a wait on a pipe."""
+    path = tmp_path / "prices.json"
+    if kind == "/dev/zero":
+        path.symlink_to("/dev/zero")   # a path the user typed is followed: it is the device that is refused
+    elif kind == "fifo":
+        os.mkfifo(path)                # no writer: opening it for reading would wait for one
+    elif kind == "2 MiB":
+        path.write_text('{' + MODEL + ', "description": "' + "x" * (2 << 20) + '"}')
+    elif kind == "nested 100,000 deep":
+        path.write_text("[" * 100_000 + "]" * 100_000)
+    else:
+        path.write_bytes(b'{"models": {"\xff": {}}}')
+    said = {"/dev/zero": "not a regular file", "fifo": "not a regular file", "2 MiB": "larger than 1048576 bytes",
+            "nested 100,000 deep": "nested deeper than 200 levels", "not UTF-8": "invalid UTF-8"}[kind]
+    one_line(audit("cache-report", "--no-predict", "--prices", str(path), str(SAMPLE)), 2, str(path), said)

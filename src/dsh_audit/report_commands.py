@@ -26,7 +26,7 @@ from .reports import cache_view, header_view
 from .reports.cache_report import ROW_KINDS, SCHEMA_VERSION, UNEXPLAINED, CacheOptions, build_cache_report
 from .reports.header_diff import SCHEMA_VERSION as HEADER_SCHEMA_VERSION
 from .reports.header_diff import build_header_diff
-from .reports.prices import Prices, default_table, flat_table, load_table
+from .reports.prices import MAX_PRICE, Prices, default_table, flat_table, load_table
 from .reports.render import FORMATS, check_frame_output, output_format, write_frame
 from .reports.views import Terminal, terminal
 from .text import printable
@@ -100,6 +100,13 @@ def tell_unreadable(unreadable: list[Unreadable], *, listed: bool) -> None:
                + (" (each is named in it)" if listed else ""), err=True)
 
 
+def _rate(_context: click.Context, _parameter: click.Parameter, value: float | None) -> float | None:
+    """A flat rate from 0 to MAX_PRICE USD: costs must stay finite numbers (docs/prices.md)."""
+    if value is not None and not 0 <= value <= MAX_PRICE:   # NaN fails every comparison
+        raise click.BadParameter(f"{value} is not a price from 0 to {MAX_PRICE:g} USD")
+    return value
+
+
 def _prices(prices_file: Path | None, flat: tuple[float | None, float | None, float | None]) -> Prices | None:
     if any(p is not None for p in flat):
         if any(p is None for p in flat) or prices_file is not None:
@@ -147,10 +154,12 @@ bad usage, 3 internal error, 130 interrupted.""")
 @click.option("--prices", "prices_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="A price table (JSON, the shape of dsh_audit/reports/data/deepseek-prices.json) instead of "
                    "DeepSeek's, which is priced by each call's time: peak or off-peak. See docs/prices.md.")
-@click.option("--price-hit", type=float, help=f"One flat USD per 1M cache-hit input tokens for every model "
-              f"[{_table.fallback} at peak: {_flash.cache_hit}].")
-@click.option("--price-miss", type=float, help=f"One flat USD per 1M cache-miss input tokens [{_flash.cache_miss}].")
-@click.option("--price-output", type=float, help=f"One flat USD per 1M output tokens [{_flash.output}].")
+@click.option("--price-hit", type=float, callback=_rate, help=f"One flat USD per 1M cache-hit input tokens for "
+              f"every model [{_table.fallback} at peak: {_flash.cache_hit}].")
+@click.option("--price-miss", type=float, callback=_rate,
+              help=f"One flat USD per 1M cache-miss input tokens [{_flash.cache_miss}].")
+@click.option("--price-output", type=float, callback=_rate,
+              help=f"One flat USD per 1M output tokens [{_flash.output}].")
 @click.option("--system-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Real system prompt to count where a log has {{system}}.")
 @click.option("--tools-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),

@@ -281,6 +281,11 @@ def _check(validator: Draft202012Validator, instance: Any, prefix: str = "",
     return found[:MAX_VIOLATIONS]
 
 
+def validate_document(validator: Draft202012Validator, instance: Any) -> list[SchemaViolation]:
+    """A document's first few violations of one schema (a file dsh-audit reads beside the logs)."""
+    return _check(validator, instance)
+
+
 def validate_event(event: dict[str, Any], generation: int = 0) -> list[SchemaViolation]:
     """Check one event as its generation defines it (v0: already legacy-upgraded): envelope, surface
     placement, and its type's data schema.

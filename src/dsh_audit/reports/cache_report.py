@@ -38,6 +38,7 @@ from ..readers.discover import Skipped, Unreadable, read_each
 from ..records import LogSource
 from ..surface import derive_message
 from ..walker import Walker
+from .numbers import check_numbers, checked_total, is_count
 from .prediction import Predictor, RealHeader, sidecar_header, wire_body
 from .prices import PriceTable, default_table
 from .render import rows_frame
@@ -155,6 +156,8 @@ def calls(source: LogSource, *, message_prefix: str = "legacy", parts: bool = Tr
                     on_finding=lambda finding: unlogged.append(finding) if finding.code == UNLOGGED else None)
     cut = walker.fold.seed_cut
     for walked in walker:
+        if walked.record is not None:
+            check_numbers(walked.record, walked.event, source.label)
         event = walked.event or {}
         kind = event.get("type")
         while unlogged:
@@ -174,7 +177,8 @@ def calls(source: LogSource, *, message_prefix: str = "legacy", parts: bool = Tr
 
 
 def _usage_int(usage: dict[str, Any] | None, key: str) -> int | None:
-    return json_int((usage or {}).get(key))
+    value = (usage or {}).get(key)
+    return int(value) if is_count(value) else None
 
 
 def _causes(causes: list[Cause]) -> tuple[str | None, str | None]:
@@ -358,14 +362,15 @@ def judge(frame: pl.DataFrame, block: int, ratio: float) -> pl.DataFrame:
     ).drop(list(_WORKING_COLUMNS))
 
 
-def summarize(calls_frame: pl.DataFrame) -> dict[str, Any]:
-    """Totals over own calls only: a child log's inherited requests were paid for by its parent."""
+def summarize(calls_frame: pl.DataFrame, log: str | None = None) -> dict[str, Any]:
+    """Totals over own calls only: a child log's inherited requests were paid for by its parent. `log` names the
+    one log summed, if one is."""
     own = calls_frame.filter(~pl.col("inherited"))
     requests = own.filter(pl.col("kind") == "request")
     compactions = own.filter(pl.col("kind") == "compaction")
 
-    def total(column: str) -> int:
-        return int(own[column].fill_null(0).sum())
+    def total(column: str) -> int:   # summed wider than the column: an Int64 sum wraps silently
+        return checked_total(int(own[column].cast(pl.Int128).fill_null(0).sum()), column, log)
 
     reads, fresh = total("cacheReadTokens"), total("inputTokens")
     compared = requests.filter(pl.col("withinBlock").is_not_null())
@@ -397,7 +402,8 @@ def _log_summary(log: _LogRead, frame: pl.DataFrame) -> dict[str, Any]:
     models = frame.filter(pl.col("kind") == "request")["model"].drop_nulls().unique(maintain_order=True)
     notes = dict.fromkeys(note for row in frame["note"].drop_nulls() for note in row.split("; "))
     return {"log": log.label, "generation": log.generation, "sessionId": log.session_id,
-            "model": ", ".join(models.to_list()) or None, **summarize(frame), "notes": "; ".join(notes) or None}
+            "model": ", ".join(models.to_list()) or None, **summarize(frame, log.label),
+            "notes": "; ".join(notes) or None}
 
 
 def build_cache_report(paths: Iterable[str | os.PathLike[str]], options: CacheOptions = CacheOptions(), *,

@@ -11,6 +11,8 @@ report says so. Sources: docs/prices.md.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta, timezone
 from functools import cache
@@ -18,7 +20,17 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from jsonschema import Draft202012Validator
+
 from ..errors import DshAuditError
+from ..readers.jsonvalue import JsonProblem, JsonTooDeep, parse_json
+from ..vocabulary import validate_document
+
+MAX_PRICE = 1_000_000.0       # USD per perTokens tokens: data/prices.schema.json says why
+MAX_TABLE_BYTES = 1 << 20     # DeepSeek's table is 2 kB
+# The last moment a calendar places in any UTC offset: a day short of datetime's year 9999. A logged time after
+# it (valid up to 2**53 ms, the year 287396) is priced off-peak, and the tier says why.
+LATEST_MS = int(datetime(9999, 12, 30, tzinfo=UTC).timestamp() * 1000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,11 +55,12 @@ class PeakHours:
     offset: timezone
     weekdays: frozenset[int]                  # ISO weekdays, Monday = 1
     hours: tuple[tuple[time, time], ...]      # [start, end) in local time
-    holidays: frozenset[date]                 # local dates billed off-peak all day
+    holidays: tuple[tuple[date, date], ...]   # [first, last] local dates billed off-peak all day
 
     def is_peak(self, time_ms: int) -> bool:
         local = datetime.fromtimestamp(time_ms / 1000, UTC).astimezone(self.offset)
-        if local.isoweekday() not in self.weekdays or local.date() in self.holidays:
+        if local.isoweekday() not in self.weekdays or any(first <= local.date() <= last
+                                                          for first, last in self.holidays):
             return False
         return any(start <= local.time() < end for start, end in self.hours)
 
@@ -57,7 +70,7 @@ class Priced:
     """The price applied to one call: which table row, which tier, the rates."""
 
     model: str       # the row used (a model the table lists, or the fallback, saying so)
-    tier: str        # "peak" | "off-peak" | "off-peak (no time logged)" | "flat"
+    tier: str        # "peak" | "off-peak" | "off-peak (no time logged)" | "off-peak (time past the year 9999)" | "flat"
     prices: Prices
 
 
@@ -82,6 +95,8 @@ class PriceTable:
             return Priced(shown, "flat", peak)
         if time_ms is None or time_ms <= 0:
             return Priced(shown, "off-peak (no time logged)", peak.scaled(self.off_peak_factor))
+        if time_ms > LATEST_MS:
+            return Priced(shown, "off-peak (time past the year 9999)", peak.scaled(self.off_peak_factor))
         if self.peak.is_peak(time_ms):
             return Priced(shown, "peak", peak)
         return Priced(shown, "off-peak", peak.scaled(self.off_peak_factor))
@@ -97,11 +112,16 @@ def _clock(text: str) -> time:
     return time(int(hours), int(minutes))
 
 
-def _days(spec: str) -> list[date]:
+def _days(spec: str, pointer: str) -> tuple[date, date]:
     first, _, last = spec.partition("..")
-    start = date.fromisoformat(first)
-    end = date.fromisoformat(last) if last else start
-    return [start + timedelta(days=k) for k in range((end - start).days + 1)]
+    try:
+        start = date.fromisoformat(first)
+        end = date.fromisoformat(last) if last else start
+    except ValueError as error:
+        raise ValueError(f"{pointer}: {error}") from None
+    if end < start:
+        raise ValueError(f"{pointer}: the range ends before it starts")
+    return start, end
 
 
 def _offset(text: str) -> timezone:
@@ -110,25 +130,43 @@ def _offset(text: str) -> timezone:
     return timezone(sign * timedelta(hours=int(hours), minutes=int(minutes)))
 
 
+@cache
+def _table_schema() -> Draft202012Validator:
+    text = resources.files(__package__).joinpath("data", "prices.schema.json").read_text(encoding="utf-8")
+    return Draft202012Validator(json.loads(text))
+
+
+def _named_models(document: dict[str, Any]) -> None:
+    """The fallback and every alias must name a model the table prices."""
+    models = document["models"]
+    if document["fallback"] not in models:
+        raise ValueError(f"/fallback: {document['fallback']!r} is not one of the models")
+    for alias, name in document.get("aliases", {}).items():
+        if name not in models:
+            raise ValueError(f"/aliases/{alias.replace('~', '~0').replace('/', '~1')}: {name!r} is not one of the "
+                             "models")
+
+
 def parse_table(document: Any, origin: str) -> PriceTable:
-    """A price table from its JSON document; a malformed one is a one-line DshAuditError naming `origin`."""
+    """A price table from its JSON document, checked against data/prices.schema.json; a malformed one is a
+    one-line DshAuditError naming `origin` and the field (a JSON pointer)."""
+    problems = validate_document(_table_schema(), document)
     try:
+        if problems:
+            raise ValueError(str(problems[0]))
+        _named_models(document)
         per = int(document.get("perTokens", 1_000_000))
         models = {name: Prices(float(rates["cacheHit"]), float(rates["cacheMiss"]), float(rates["output"]), per)
                   for name, rates in document["models"].items()}
         peak = document.get("peak")
         hours = None if peak is None else PeakHours(
-            _offset(peak["utcOffset"]), frozenset(int(day) for day in peak["weekdays"]),
+            _offset(peak["utcOffset"]), frozenset(peak["weekdays"]),
             tuple((_clock(start), _clock(end)) for start, end in peak["hours"]),
-            frozenset(day for spec in peak.get("holidays", []) for day in _days(spec)))
-        fallback = str(document["fallback"])
-        aliases = {str(alias): str(name) for alias, name in document.get("aliases", {}).items()}
-        if fallback not in models or any(name not in models for name in aliases.values()):
-            raise KeyError("fallback and aliases must name listed models")
-        return PriceTable(models, aliases, fallback, float(document.get("offPeakFactor", 1.0)), hours,
-                          str(document.get("source", origin)))
-    except (AttributeError, KeyError, TypeError, ValueError) as error:
+            tuple(_days(spec, f"/peak/holidays/{index}") for index, spec in enumerate(peak.get("holidays", []))))
+    except ValueError as error:
         raise DshAuditError(f"not a price table: {error}", path=origin) from None
+    return PriceTable(models, dict(document.get("aliases", {})), document["fallback"],
+                      float(document.get("offPeakFactor", 1.0)), hours, str(document.get("source", origin)))
 
 
 @cache
@@ -137,9 +175,30 @@ def default_table() -> PriceTable:
     return parse_table(json.loads(text), "deepseek-prices.json")
 
 
+def _regular_file_bytes(path: Path) -> bytes:
+    """The bytes of `path`, a regular file of at most MAX_TABLE_BYTES. Opened without blocking, so that a named
+    pipe is refused rather than waited on, and a device (/dev/zero) never read."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(descriptor, "rb") as file:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise DshAuditError("the price table is not a regular file (a pipe, a device or a socket)",
+                                path=str(path))
+        data = file.read(MAX_TABLE_BYTES + 1)
+    if len(data) > MAX_TABLE_BYTES:
+        raise DshAuditError(f"the price table is larger than {MAX_TABLE_BYTES} bytes, more than a table needs",
+                            path=str(path))
+    return data
+
+
 def load_table(path: Path) -> PriceTable:
+    """A --prices file: a regular file of at most MAX_TABLE_BYTES, JSON nested at most MAX_DEPTH deep (no NaN or
+    Infinity literal), a price table by data/prices.schema.json."""
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise DshAuditError(f"cannot read the price table: {error}", path=str(path)) from None
+        data = _regular_file_bytes(path)
+    except OSError as error:
+        raise DshAuditError(f"cannot read the price table: {error.strerror}", path=str(path)) from None
+    try:
+        document = parse_json(data)
+    except (JsonProblem, JsonTooDeep) as error:
+        raise DshAuditError(f"not a price table: {error}", path=str(path)) from None
     return parse_table(document, str(path))
