@@ -28,6 +28,7 @@ from typing import IO, Any
 import pytest
 import zstandard
 
+import peak_rss
 from dsh_audit.readers import open_log
 from dsh_audit.readers.limits import MAX_DEPTH
 from storebuilder import STORE_SCHEMA, varints
@@ -64,7 +65,7 @@ def _limit(command: str) -> Callable[[], None]:
 
 def audit(*args: str, stdin: bytes | Path | None = None, env: dict[str, str] | None = None,
           timeout: float = 120) -> Run:
-    """The CLI in a child under a hard address-space limit; its peak RSS comes from wait4, for this child only.
+    """The CLI in a child under a hard address-space limit; its peak RSS is its own (tests/peak_rss.py).
     `stdin` bytes go through a real pipe, written from a thread (the child may stop reading early)."""
     command = next(arg for arg in args if arg in AS_LIMIT)   # the group's options (the caps) may come first
     environment = {**os.environ, "COLUMNS": "200", **(env or {})}
@@ -74,22 +75,23 @@ def audit(*args: str, stdin: bytes | Path | None = None, env: dict[str, str] | N
             source = stack.enter_context(stdin.open("rb"))
         elif stdin is not None:
             source = subprocess.PIPE
-        child = subprocess.Popen([*AUDIT, *args], stdin=source, stdout=out, stderr=err, env=environment,
-                                 preexec_fn=_limit(command), cwd=REPO)
+        report = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "peak"
+        child = subprocess.Popen(peak_rss.wrapped(report, [*AUDIT, *args]), stdin=source, stdout=out, stderr=err,
+                                 env=environment, preexec_fn=_limit(command), cwd=REPO, start_new_session=True)
         if isinstance(stdin, bytes):
             assert child.stdin is not None
             threading.Thread(target=_feed, args=(child.stdin, stdin), daemon=True).start()
-        timer = threading.Timer(timeout, child.kill)   # a hang fails the test instead of stalling the suite
+        timer = threading.Timer(timeout, peak_rss.kill_group, (child.pid,))   # a hang fails the test, not the suite
         timer.start()
         try:
-            _, status, usage = os.wait4(child.pid, 0)
+            _, status, _usage = os.wait4(child.pid, 0)
         finally:
             timer.cancel()
         child.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
         return Run(child.returncode, out.read().decode(errors="replace"), err.read().decode(errors="replace"),
-                   usage.ru_maxrss * 1024)
+                   peak_rss.read(report))
 
 
 def _feed(pipe: IO[bytes], data: bytes) -> None:

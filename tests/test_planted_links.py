@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+import peak_rss
 from dsh_audit.golden import GOLDEN_NAME
 from dsh_audit.readers.found import FoundFileError, open_found
 from test_hostile_inputs import build_store
@@ -48,7 +49,7 @@ class Run:
 
 
 def audit(*args: str | Path, user: str | None, env: dict[str, str] | None = None) -> Run:
-    """The CLI in a child under RLIMIT_AS, as `user` (None: this one); peak RSS from wait4, for the child only."""
+    """The CLI in a child under RLIMIT_AS, as `user` (None: this one); its own peak RSS (tests/peak_rss.py)."""
     command: list[str | Path] = [*AUDIT, *args]
     if user is not None:
         command = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *command]
@@ -56,19 +57,21 @@ def audit(*args: str | Path, user: str | None, env: dict[str, str] | None = None
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (AS_LIMIT, AS_LIMIT))
 
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=err, preexec_fn=limit,
-                                 env={**os.environ, "COLUMNS": "400", **(env or {})})
-        timer = threading.Timer(TIMEOUT, child.kill)   # a read blocked on a FIFO fails the test, never stalls it
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryDirectory() as rss:
+        report = Path(rss) / "peak"
+        child = subprocess.Popen(peak_rss.wrapped(report, command), stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                 preexec_fn=limit, env={**os.environ, "COLUMNS": "400", **(env or {})},
+                                 start_new_session=True)
+        timer = threading.Timer(TIMEOUT, peak_rss.kill_group, (child.pid,))   # a read blocked on a FIFO fails
         timer.start()
         try:
-            _, status, usage = os.wait4(child.pid, 0)
+            _, status, _usage = os.wait4(child.pid, 0)
         finally:
             timer.cancel()
         out.seek(0)
         err.seek(0)
         return Run(os.waitstatus_to_exitcode(status), out.read().decode(errors="replace"),
-                   err.read().decode(errors="replace"), usage.ru_maxrss * 1024)
+                   err.read().decode(errors="replace"), peak_rss.read(report))
 
 
 def one_line(run: Run) -> str:
