@@ -165,3 +165,15 @@ def test_no_predict_counts_them_but_not_their_size() -> None:
     assert report.totals["sideCallTokens"][0] is None and report.totals["sideCalls"][0] == 12
     assert all("side call's size not counted (--no-predict: no tokenizer)" in note for note in sides["note"])
 
+
+def test_explain_names_the_side_calls_since_the_predecessor() -> None:
+    path = SESSIONS / "overview-then-diagnosis" / "session.v4.jsonl"
+    runner = CliRunner()
+    wanted = {"1.1#1": [6, 7], "1.2#1": [], "2.1#1": [28, 29], "2.2#1": []}
+    for name, seqs in wanted.items():
+        done = runner.invoke(main, ["explain", "--format", "json", str(path), name])
+        assert done.exit_code == 0 and json.loads(done.stdout)["side_calls"] == seqs, name
+    done = runner.invoke(main, ["explain", "--color", "never", str(path), "2.1#1"], env={"COLUMNS": "200"})
+    assert "side calls logged since 1.2#1: seq 28, 29, the product's own calls to the model" in done.stdout
+    done = runner.invoke(main, ["explain", "--color", "never", str(path), "1.2#1"], env={"COLUMNS": "200"})
+    assert "side calls" not in done.stdout
