@@ -50,6 +50,8 @@ def test_allow_event_lets_strict_accept_the_products_events_and_lists_them() -> 
     assert all(f["message"].endswith("(allowed by 'lyteboat/*')") and f["eventType"] == "lyteboat/aux-llm-call"
                for f in allowed)
     assert document["summary"]["notes"] == 12 and document["summary"]["warnings"] == 2
+    assert {Path(log["log"]).parent.name: log["failedBy"] for log in document["logs"]} == {
+        name: "strict: 1 warning: untraced-response" if name in UNTRACED else None for name in verdicts}
 
 
 def test_a_pattern_that_matches_nothing_changes_nothing() -> None:

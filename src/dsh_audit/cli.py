@@ -23,6 +23,7 @@ import click
 from . import fastpath, stopping
 from .digest_spool import DigestSpool
 from .errors import DshAuditError
+from .findings import failing_rule
 from .fold import RebuiltRequest
 from .readers import open_logs
 from .readers.discover import Skipped
@@ -371,6 +372,7 @@ def _report_json(report: LogReport, strict: bool) -> dict[str, Any]:
     """A log's object in the document, but for its requests (_stream_requests writes them)."""
     return {
         "log": report.label, "generation": report.generation, "ok": not report.failed(strict),
+        "failedBy": failing_rule(report.findings, report.unlisted, strict) or None,
         "skipped": report.skipped, "supersededBy": report.superseded_by, "ignored": report.ignored,
         "events": report.events,
         "readError": report.read_error, "rejectedByReference": report.rejected,
