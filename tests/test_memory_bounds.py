@@ -18,6 +18,7 @@ import pytest
 
 from conftest_reference import LOGS_ROOT
 from dsh_audit import digest_spool, verify_paths
+from dsh_audit.findings import failing_rule
 from dsh_audit.readers import packed
 from dsh_audit.records import RequestDigest
 from dsh_audit.text import printable
@@ -72,7 +73,8 @@ def test_the_json_document_is_what_one_json_dumps_of_it_writes() -> None:
     """The streamed document against the whole document built in memory and dumped at once, on the corpus."""
     reports = list(verify_paths([LOGS_ROOT], jobs=1))
     whole = {"logs": [{
-        "log": r.label, "generation": r.generation, "ok": not r.failed(), "skipped": r.skipped,
+        "log": r.label, "generation": r.generation, "ok": not r.failed(),
+        "failedBy": failing_rule(r.findings, r.unlisted, False) or None, "skipped": r.skipped,
         "supersededBy": r.superseded_by, "ignored": r.ignored, "events": r.events, "readError": r.read_error,
         "rejectedByReference": r.rejected, "unlistedFindings": r.unlisted,
         "findings": [{"code": f.code, "severity": f.severity, "line": f.line, "seq": f.seq, "eventType": f.event_type,

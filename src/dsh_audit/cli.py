@@ -23,6 +23,7 @@ import click
 from . import fastpath, stopping
 from .digest_spool import DigestSpool
 from .errors import DshAuditError
+from .findings import failing_rule
 from .fold import RebuiltRequest
 from .readers import open_logs
 from .readers.discover import Skipped
@@ -267,12 +268,17 @@ Examples:
   audit verify                          every session in dsh's session root
   audit verify --session 3f2a           the one session whose id starts with 3f2a
   audit verify --strict --junit out.xml logs/     a CI gate: warnings fail too, a JUnit report
+  audit verify --strict --allow-event 'acme/*' logs/   the product's own ignorable events accepted
 Exit codes: 0 clean, 1 findings, 2 unreadable input, unwritable --junit or bad usage, 3 internal error,
 130 interrupted.""")
 @LOGS_ARGUMENT
 @SESSION_OPTION
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--strict", is_flag=True, help="Warnings (placeholders, ignorable unknown events, torn tails) fail too.")
+@click.option("--allow-event", "allow_events", multiple=True, metavar="PATTERN",
+              help="An ignorable event type this version does not know, but you do (a glob on the type, e.g. "
+                   "'acme/*'; repeatable; also $DSH_AUDIT_ALLOW_EVENTS, space-separated): listed as a note, never "
+                   "a warning, so --strict accepts it.")
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, show_default=True,
               help="Processes for a directory of logs (0: one per core). Output order does not depend on it.")
 @click.option("--junit", "junit_file", type=click.Path(path_type=Path, allow_dash=True),
@@ -281,15 +287,19 @@ Exit codes: 0 clean, 1 findings, 2 unreadable input, unwritable --junit or bad u
 @ALL_GENERATIONS_OPTION
 @PREFIX_OPTION
 @COLOR_OPTION
-def verify(logs: tuple[Path, ...], session: str | None, fmt: str, strict: bool, jobs: int, message_prefix: str,
-           junit_file: Path | None, all_generations: bool, color: str | None) -> int:
+def verify(logs: tuple[Path, ...], session: str | None, fmt: str, strict: bool, allow_events: tuple[str, ...],
+           jobs: int, message_prefix: str, junit_file: Path | None, all_generations: bool, color: str | None
+           ) -> int:
     """Rebuild every request of each LOG (file or directory) and check every invariant.
 
     Every dsh log generation (format v0 to v4) is read; in a directory, each log's newest generation. With no
     LOG, the sessions in dsh's session root."""
+    from .findings import ALLOW_EVENTS_ENV, allow_patterns
     from .output import check_output
     from .progress_bar import byte_progress
 
+    allowed = allow_patterns(allow_events) + allow_patterns(os.environ.get(ALLOW_EVENTS_ENV, "").split(),
+                                                            origin=ALLOW_EVENTS_ENV)
     chosen = chosen_paths(logs, session)
     paths = chosen.paths
     check_output(junit_file, inputs=chosen.inputs, what="the JUnit report", create_folder=True)   # before the work
@@ -298,7 +308,8 @@ def verify(logs: tuple[Path, ...], session: str | None, fmt: str, strict: bool, 
     with byte_progress(paths, "verify") if single else nullcontext():
         found = verify_paths(paths, message_prefix=message_prefix, jobs=jobs or None,
                              keep_requests=fmt == "json",   # the table shows counts only
-                             all_generations=all_generations, superseded=chosen.superseded)
+                             all_generations=all_generations, superseded=chosen.superseded,
+                             allow_events=allowed)
         if fmt == "json":
             _stream_json(found, reports, strict)
         else:
@@ -361,6 +372,7 @@ def _report_json(report: LogReport, strict: bool) -> dict[str, Any]:
     """A log's object in the document, but for its requests (_stream_requests writes them)."""
     return {
         "log": report.label, "generation": report.generation, "ok": not report.failed(strict),
+        "failedBy": failing_rule(report.findings, report.unlisted, strict) or None,
         "skipped": report.skipped, "supersededBy": report.superseded_by, "ignored": report.ignored,
         "events": report.events,
         "readError": report.read_error, "rejectedByReference": report.rejected,

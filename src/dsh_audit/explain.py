@@ -23,6 +23,7 @@ from .deepseek_wire import WireBody, to_wire_body, wire_history_message, wire_pr
 from .errors import DshAuditError
 from .fold import Cause, RebuiltRequest
 from .jsjson import dumps_bytes
+from .model_calls import SideCalls
 from .records import LogSource
 from .surface import derive_message
 from .tokens import common_prefix_length, token_ids
@@ -80,6 +81,7 @@ class Explanation:
     basis: str | None = None                 # "wire" (the DeepSeek body) | "logged" (the fallback) | None (first)
     note: str | None = None                  # with basis "logged": why the wire was not compared
     logged_only: list[LoggedOnly] = field(default_factory=list)
+    side_calls: list[int] = field(default_factory=list)   # seqs of the product's side calls since the predecessor
 
 
 def _name(request: RebuiltRequest) -> str:
@@ -132,19 +134,24 @@ def explain_request(source: LogSource, turn: int, step: int, attempt: int | None
     """Explain request turn.step#attempt (the step's first attempt when None) of one log."""
     previous: tuple[RebuiltRequest, Any | None] | None = None
     answer = _Answer()
-    walker = Walker(source, bodies=True, on_finding=lambda _finding: None)
+    sides, since = SideCalls(), []   # the product's own calls since the predecessor (model_calls.side_call)
+    walker = Walker(source, bodies=True, on_finding=sides.noted)
     for walked in walker:
+        if (side := sides.of(walked.record)) is not None:
+            since.append(side.seq)
         event = walked.event or {}
         answer.observe(event)
         request = walked.closed
         if request is None:
             continue
         if (request.turn, request.step) == (turn, step) and attempt in (None, request.attempt):
-            return _explain(request, previous)
+            explanation = _explain(request, previous)
+            explanation.side_calls = since
+            return explanation
         logged = derive_message(event) if event.get("type") == "assistant/message" else None
         generated = {**logged, "content": answer.blocks} if isinstance(logged, dict) and answer.blocks else logged
         previous = (request, generated if logged is not None else None)
-        answer = _Answer()
+        answer, since = _Answer(), []
     wanted = f"{turn}.{step}" + (f"#{attempt}" if attempt is not None else "")
     raise DshAuditError(f"no request {wanted} in this log (audit rebuild --format digest lists them)",
                         path=source.label)

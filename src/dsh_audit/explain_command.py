@@ -48,6 +48,12 @@ def render(explanation: Explanation, label: str, term: Terminal) -> list[str]:
         shown = "; ".join(f"message {item.message_index} ({', '.join(item.fields)})"
                           for item in explanation.logged_only)
         lines.append((f"logged only, alike on the wire: {shown}", {}))
+    if explanation.side_calls:
+        seqs = ", ".join(str(seq) for seq in explanation.side_calls)
+        since = f"since {explanation.predecessor}" if explanation.predecessor else "before it"
+        lines.append((f"side calls logged {since}: seq {seqs}, the product's own calls to the model: outside the "
+                      "loop's cache lineage, they neither break nor explain its prefix (audit cache-report counts "
+                      "them, unpriced)", {}))
     for cause in explanation.causes:
         lines.append((f"logged: seq {cause.seq} {cause.type} ({cause.reason})", {"fg": "cyan"}))
     if explanation.verdict == "unexplained":

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from fnmatch import fnmatchcase
 
+from .errors import DshAuditError
 from .text import display
 
 
@@ -54,3 +57,80 @@ class FindingSink:
                rejects: bool = False, severity: str = "error") -> None:
         self.emit(Finding(code=code, message=message, severity=severity, seq=seq, line=self.line,
                           event_type=event_type, rejects=rejects, log=self.label))
+
+
+# -- --allow-event: a product's own ignorable events, accepted by --strict --------------------------------
+ALLOWABLE = "unknown-ignorable"   # the one finding an allowed event type turns into a note
+ALLOW_EVENTS_ENV = "DSH_AUDIT_ALLOW_EVENTS"
+_PATTERN_TROUBLE = re.compile(r"[\s\x00-\x1f\x7f]")
+
+
+def allow_patterns(patterns: Iterable[str], *, origin: str = "--allow-event") -> tuple[str, ...]:
+    """The patterns as given, checked: a glob (fnmatch: *, ?, [...]) on the whole event type, case-sensitive.
+    Refused, naming `origin`: an empty pattern, one with whitespace or a control character (event types have
+    none, so it could match nothing), and an unclosed `[` (fnmatch would take it literally, silently)."""
+    checked = []
+    for pattern in patterns:
+        problem = ("is empty" if not pattern else
+                   "holds whitespace or a control character, which no event type has"
+                   if _PATTERN_TROUBLE.search(pattern) else
+                   "has a [ that is never closed" if _unclosed_bracket(pattern) else None)
+        if problem is not None:
+            raise DshAuditError(f"{origin}: the pattern {display(repr(pattern))} {problem}; give a glob on the "
+                                "event type, e.g. 'acme/*'")
+        checked.append(pattern)
+    return tuple(checked)
+
+
+def _unclosed_bracket(pattern: str) -> bool:
+    """fnmatch's own reading: a [ opens a set closed by the first ] after it (a ] right after [ or [! is a
+    member)."""
+    index = 0
+    while (index := pattern.find("[", index)) >= 0:
+        end = index + 1
+        if end < len(pattern) and pattern[end] == "!":
+            end += 1
+        if end < len(pattern) and pattern[end] == "]":
+            end += 1
+        close = pattern.find("]", end)
+        if close < 0:
+            return True
+        index = close + 1
+    return False
+
+
+def allowing(patterns: Sequence[str]) -> Callable[[Finding], Finding]:
+    """A finding as verify keeps it: an `unknown-ignorable` warning whose event type matches one of `patterns`
+    becomes a note (listed, never failing a log, --strict or not) that names the pattern; any other finding is
+    unchanged."""
+    def allow(finding: Finding) -> Finding:
+        if finding.code != ALLOWABLE or finding.event_type is None:
+            return finding
+        match = next((p for p in patterns if fnmatchcase(finding.event_type, p)), None)
+        if match is None:
+            return finding
+        return replace(finding, severity="info", message=f"{finding.message} (allowed by {match!r})")
+    return allow
+
+
+def failing_rule(findings: Iterable[Finding], unlisted: dict[str, int], strict: bool) -> str:
+    """What failed a log, for its FAIL line: the failing findings counted by code, and whether --strict made
+    them fail ("strict: 3 warnings: unknown-ignorable ×3"); errors first, they fail it in any mode."""
+    by_severity: dict[str, dict[str, int]] = {}
+    for finding in findings:
+        if counts(finding, strict):
+            codes = by_severity.setdefault(finding.severity, {})
+            codes[finding.code] = codes.get(finding.code, 0) + 1
+    parts = []
+    for severity, label in (("error", "error"), ("warning", "warning")):
+        codes = by_severity.get(severity, {})
+        unnamed = unlisted.get(severity, 0) if severity_counts(severity, strict) else 0
+        total = sum(codes.values()) + unnamed
+        if not total:
+            continue
+        named = [f"{code} ×{n}" if n > 1 else code for code, n in sorted(codes.items())]
+        if unnamed:
+            named.append(f"{unnamed} unlisted")
+        head = f"{total} {label}{'s' if total > 1 else ''}: {', '.join(named)}"
+        parts.append(f"strict: {head}" if severity == "warning" else head)
+    return "; ".join(parts)

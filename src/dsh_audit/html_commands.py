@@ -10,7 +10,7 @@ import click
 
 from .cli import ALL_GENERATIONS_OPTION, EXIT_CLEAN, LOGS_ARGUMENT, SESSION_OPTION, chosen_paths, tell_skipped
 from .output import check_output, is_stream, write_output
-from .reports.views import count, usd
+from .reports.views import cost, count
 from .text import printable
 
 
@@ -63,7 +63,7 @@ def report(logs: tuple[Path, ...], session: str | None, out: Path, all_generatio
     skipped = f", {len(cache.skipped)} older generation(s) skipped" if cache.skipped else ""
     click.echo(printable(f"wrote {out} ({count(size)}B): {cache.logs.height} session log(s), "
                          f"{totals['requests']} request(s), {totals['collapses']} collapse(s), "
-                         f"cost {usd(totals['costUsd'])}{skipped}"), err=is_stream(out))   # not into the page
+                         f"cost {cost(totals['costUsd'])}{skipped}"), err=is_stream(out))   # not into the page
     tell_unreadable(cache.unreadable, listed=False)
     tell_skipped(cache.skipped)
     return EXIT_CLEAN

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePath
 
-from .findings import counts
+from .findings import failing_rule
 from .output import open_output
 from .verify import LogReport
 
@@ -69,9 +69,8 @@ def cases_from_reports(reports: Iterable[LogReport], *, strict: bool,
             cases.append(case_for_log(report.label, seconds=elapsed, error=report.read_error,
                                       details=report.read_error))
         elif report.failed(strict):
-            codes = sorted({f.code for f in report.findings if counts(f, strict)})
             cases.append(case_for_log(report.label, seconds=elapsed, details=details,
-                                      failure=f"{report.failing(strict)} finding(s): {', '.join(codes)}"))
+                                      failure=failing_rule(report.findings, report.unlisted, strict)))
         else:
             cases.append(case_for_log(report.label, seconds=elapsed, details=details))
     return cases

@@ -8,17 +8,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .findings import Finding
 from .fold import RebuiltRequest
 from .readers.jsonvalue import parse_json
+from .records import LogRecord
 
 
 @dataclass(slots=True)
 class OtherCall:
     """A logged model call outside the loop's requests: a compaction's one-shot summary call (its usage and
     envelope logged), a response logged with neither a chunk nor a header in force (authored logs: its usage
-    logged), or the session's title call (its request logged, never its usage: `title_request`)."""
+    logged), the session's title call (its request logged, never its usage: `title_request`), or a side call a
+    product built on dsh logged as an ignorable event of its own (`side_call`: its text, never its usage)."""
 
-    kind: str            # "compaction" | "response" | "title"
+    kind: str            # "compaction" | "response" | "title" | "side"
     seq: int
     time: int | None
     provider: str | None
@@ -27,6 +30,7 @@ class OtherCall:
     inherited: bool = False
     note: str | None = None   # what the report says of it, where its kind alone does not say enough
     request: dict[str, Any] | None = None   # a title call's request, rebuilt as logged
+    texts: tuple[str, ...] = ()   # a side call's system, prompt and output, as logged: what its size is counted from
 
 
 class StoredMessage:
@@ -66,6 +70,51 @@ def other_call(kind: str, event: dict[str, Any], seq: int) -> OtherCall | None:
         return None
     origin = _dict(_dict(data.get("message")).get("source"))
     return OtherCall("response", seq, time, _str(origin.get("provider")), _str(origin.get("model")), usage)
+
+
+# The fields of an event's data that record a model call: the request's text, and the outcome.
+SIDE_CALL_REQUEST = ("system", "prompt")
+SIDE_CALL_OUTCOME = ("output", "failure")
+
+
+def side_call(event: dict[str, Any], seq: int) -> OtherCall | None:
+    """The model call an ignorable event of a type dsh does not know records, recognised by its shape alone (the
+    product and its type's name do not matter): `data.prompt` a string, the prompt sent, `data.system` a string
+    if present, and an outcome, `data.output` a string (the answer) or `data.failure` (the call failed). The
+    model is `data.route.{provider,model}`, else `data.{provider,model}`. None: the event records no call."""
+    data = _dict(event.get("data"))
+    if event.get("ignorable") is not True or not isinstance(data.get("prompt"), str) \
+            or not isinstance(data.get("system", ""), str) \
+            or not (isinstance(data.get("output"), str) or "failure" in data):
+        return None
+    route = _dict(data.get("route")) or data
+    kind = _str(event.get("type")) or "?"
+    texts = tuple(text for key in ("system", "prompt", "output") if isinstance(text := data.get(key), str))
+    outcome = "" if isinstance(data.get("output"), str) else ", and failed (data.failure: no output logged)"
+    return OtherCall("side", seq, json_int(event.get("time")), _str(route.get("provider")), _str(route.get("model")),
+                     None, note=f"side call logged as {kind}: a model call outside dsh's loop, not priced (its "
+                                f"usage is not logged){outcome}", texts=texts)
+
+
+class SideCalls:
+    """Finds the side calls of a walk: the loader reports each event it skips as unknown and ignorable
+    (`unknown-ignorable`, with its seq) while admitting it, just before the walk hands out that event's step;
+    `noted` takes those findings, `of` the step's stored event, which is then a side call or nothing."""
+
+    FINDING = "unknown-ignorable"
+
+    def __init__(self) -> None:
+        self._skipped: int | None = None
+
+    def noted(self, finding: Finding) -> None:
+        if finding.code == self.FINDING and finding.seq is not None:
+            self._skipped = finding.seq
+
+    def of(self, record: LogRecord | None) -> OtherCall | None:
+        seq, self._skipped = self._skipped, None
+        if seq is None or record is None or record.seq != seq:
+            return None
+        return side_call(record.event, seq)
 
 
 def title_request(data: dict[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import Any
 from . import fastpath
 from .digest_spool import DigestSpool
 from .errors import DshAuditError
-from .findings import Finding, Report, counts, severity_counts
+from .findings import Finding, Report, allowing, counts, severity_counts
 from .fold import RebuiltRequest
 from .generations import generations
 from .readers import open_logs
@@ -104,12 +104,14 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-def verify_source(source: LogSource, *, message_prefix: str = "legacy", keep_requests: bool = True) -> LogReport:
+def verify_source(source: LogSource, *, message_prefix: str = "legacy", keep_requests: bool = True,
+                  allow_events: tuple[str, ...] = ()) -> LogReport:
     """One log's findings and rebuilt request count; the per-request digests too unless `keep_requests` is off
-    (then memory stays bounded by the live surface, whatever the log's length)."""
+    (then memory stays bounded by the live surface, whatever the log's length). `allow_events`: globs on the
+    type of ignorable unknown events whose warnings become notes (findings.allowing)."""
     started = time.perf_counter()
     with paused_gc():
-        report = _verify_source(source, message_prefix, keep_requests)
+        report = _verify_source(source, message_prefix, keep_requests, allow_events)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -134,7 +136,8 @@ class SchemaCheck:
         pass
 
 
-def _verify_source(source: LogSource, message_prefix: str, keep_requests: bool) -> LogReport:
+def _verify_source(source: LogSource, message_prefix: str, keep_requests: bool,
+                   allow_events: tuple[str, ...]) -> LogReport:
     generation = source.generation
     report = LogReport(label=source.label, generation=generation.version, keep_requests=keep_requests)
     decided = fastpath.fast_verify(source, message_prefix=message_prefix, keep_requests=keep_requests)
@@ -147,7 +150,9 @@ def _verify_source(source: LogSource, message_prefix: str, keep_requests: bool) 
                                 line=source.header_line, log=source.label))
     walker = None
     try:
-        walker = Walker(source, message_prefix=message_prefix, on_finding=report.note,
+        allow = allowing(allow_events)
+        walker = Walker(source, message_prefix=message_prefix,
+                        on_finding=(lambda finding: report.note(allow(finding))) if allow_events else report.note,
                         checks=(SchemaCheck, StructureChecker, SuccessorCheck))
         for walked in walker:
             if walked.closed is not None:
@@ -170,13 +175,14 @@ def _verify_source(source: LogSource, message_prefix: str, keep_requests: bool) 
 
 
 def verify_path(path: Path, found_in: Path | None = None, *, message_prefix: str = "legacy",
-                keep_requests: bool = True) -> list[LogReport]:
+                keep_requests: bool = True, allow_events: tuple[str, ...] = ()) -> list[LogReport]:
     """Every session stored at `path`; an unreadable file becomes a report with `read_error` set. `found_in`:
     the folder a walk found it in, from which it is opened without following a link (readers.open_logs)."""
     reports: list[LogReport] = []
     try:
         for source in open_logs(path, found_in=found_in):
-            reports.append(verify_source(source, message_prefix=message_prefix, keep_requests=keep_requests))
+            reports.append(verify_source(source, message_prefix=message_prefix, keep_requests=keep_requests,
+                                         allow_events=allow_events))
     except DshAuditError as error:
         reports.append(LogReport(label=str(path), read_error=str(error)))
     return reports
@@ -184,7 +190,8 @@ def verify_path(path: Path, found_in: Path | None = None, *, message_prefix: str
 
 def verify_paths(paths: Iterable[Path], *, message_prefix: str = "legacy", jobs: int | None = 1,
                  keep_requests: bool = True, all_generations: bool = False,
-                 superseded: Mapping[Path, Path] | None = None) -> Iterator[LogReport]:
+                 superseded: Mapping[Path, Path] | None = None, allow_events: tuple[str, ...] = ()
+                 ) -> Iterator[LogReport]:
     """Reports for every log below `paths`, in discovery order, then one per older generation skipped in a
     session directory, or of a log picked by --session (`superseded`; all are read with `all_generations`).
     `jobs` > 1 (None: one per core) verifies logs in that many processes; the output order stays deterministic."""
@@ -195,7 +202,7 @@ def verify_paths(paths: Iterable[Path], *, message_prefix: str = "legacy", jobs:
         yield LogReport(label=str(link), read_error=f"{link}: {why}")
     for directory in found.empty:
         yield LogReport(label=str(directory), read_error=f"{directory}: {no_log_below(directory, found)}")
-    yield from _verified(found.files, found, message_prefix, jobs, keep_requests)
+    yield from _verified(found.files, found, message_prefix, jobs, keep_requests, allow_events)
     for older, newer in sorted(found.skipped.items()):
         yield LogReport(label=str(older), superseded_by=str(newer))
     for path, why in sorted(found.ignored.items()):
@@ -203,14 +210,14 @@ def verify_paths(paths: Iterable[Path], *, message_prefix: str = "legacy", jobs:
 
 
 def _verified(files: list[Path], found: Discovery, message_prefix: str, jobs: int | None,
-              keep_requests: bool) -> Iterator[LogReport]:
+              keep_requests: bool, allow_events: tuple[str, ...]) -> Iterator[LogReport]:
     ambiguous = found.ambiguous
 
     def verify_one(path: Path) -> list[LogReport]:
         if path in ambiguous:
             return [LogReport(label=str(path), read_error=f"{path}: {ambiguous[path]}")]
         return verify_path(path, found.found_in.get(path), message_prefix=message_prefix,
-                           keep_requests=keep_requests)
+                           keep_requests=keep_requests, allow_events=allow_events)
 
     workers = min(jobs or os.cpu_count() or 1, len(files))
     if workers <= 1:
@@ -224,7 +231,8 @@ def _verified(files: list[Path], found: Discovery, message_prefix: str, jobs: in
     # Standard input and pipes are read here: a worker's stdin is not ours, and a pipe is read once.
     here = {path for path in files if path in ambiguous or is_stream(path)}
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        verify_many = partial(verify_path, message_prefix=message_prefix, keep_requests=keep_requests)
+        verify_many = partial(verify_path, message_prefix=message_prefix, keep_requests=keep_requests,
+                              allow_events=allow_events)
         readable = [path for path in files if path not in here]
         mapped = pool.map(verify_many, readable, [found.found_in.get(path) for path in readable],
                           chunksize=max(1, len(readable) // (workers * 8)))

@@ -1,7 +1,7 @@
-"""`audit cache-report`: one row per logged model call — the loop's requests, the compaction summary calls and
-the session-title call — with its logged usage, the cache read it could have had, collapses and their logged
-causes, and what it cost; then one row per log and one of totals. Three DataFrames, one row kind each
-(CacheReport).
+"""`audit cache-report`: one row per logged model call — the loop's requests, the compaction summary calls, the
+session-title call and the side calls a product logged as events of its own — with its logged usage, the cache
+read it could have had, collapses and their logged causes, and what it cost; then one row per log and one of
+totals. Three DataFrames, one row kind each (CacheReport).
 
 Expected read (dsh_audit.reports.prediction): a request that extends its predecessor can read what the provider
 counted for the predecessor's prompt (and, within one turn, its answer); elsewhere the shared prefix is counted
@@ -32,11 +32,12 @@ from ..errors import DshAuditError
 from ..fastpath import Doubt, fast_calls
 from ..findings import Finding
 from ..fold import Cause, RebuiltRequest
-from ..model_calls import Call, OtherCall, json_int, other_call
+from ..model_calls import Call, OtherCall, SideCalls, json_int, other_call
 from ..readers import open_logs
 from ..readers.discover import Skipped, Unreadable, read_each
 from ..records import LogSource
 from ..surface import derive_message
+from ..tokens import count_tokens
 from ..walker import Walker
 from .numbers import check_numbers, checked_total, is_count
 from .prediction import Predictor, RealHeader, sidecar_header, wire_body
@@ -45,7 +46,7 @@ from .render import rows_frame
 
 _ROW_BATCH = 2048
 _STACK_EVERY = 64   # logs' frames per stacked frame (_Stack)
-SCHEMA_VERSION = 3   # of the columns below; docs/cache-report.md says what each holds, and what changed
+SCHEMA_VERSION = 4   # of the columns below; docs/cache-report.md says what each holds, and what changed
 
 # Logged cause kinds (fold.Cause.kind) as the report names them.
 CAUSE_NAMES = {"initial": "first-request", "resume": "resume", "end-seed": "resume-or-fork",
@@ -59,7 +60,8 @@ REQUEST_COLUMNS: dict[str, Any] = {
     "log": pl.String, "generation": pl.Int64, "sessionId": pl.String, "kind": pl.String, "turn": pl.Int64,
     "step": pl.Int64, "attempt": pl.Int64, "seq": pl.Int64, "timeMs": pl.Int64, "provider": pl.String,
     "model": pl.String, "inherited": pl.Boolean, "inputTokens": pl.Int64, "cacheReadTokens": pl.Int64,
-    "outputTokens": pl.Int64, "reasoningTokens": pl.Int64, "hitRatio": pl.Float64, "expectedBasis": pl.String,
+    "outputTokens": pl.Int64, "reasoningTokens": pl.Int64, "estimatedTokens": pl.Int64, "hitRatio": pl.Float64,
+    "expectedBasis": pl.String,
     "expectedPrefixTokens": pl.Int64, "expectedCacheReadTokens": pl.Int64, "withinBlock": pl.Boolean,
     "approximate": pl.Boolean, "collapse": pl.Boolean, "cause": pl.String, "causeDetail": pl.String,
     "collapseCostUsd": pl.Float64, "costUsd": pl.Float64, "priceModel": pl.String, "priceTier": pl.String,
@@ -70,7 +72,8 @@ _WORKING_COLUMNS: dict[str, Any] = {"_first": pl.Boolean, "_previousReads": pl.I
 _SUMS = ("inputTokens", "cacheReadTokens", "outputTokens", "reasoningTokens")
 LOG_COLUMNS: dict[str, Any] = {
     "log": pl.String, "generation": pl.Int64, "sessionId": pl.String, "model": pl.String, "requests": pl.Int64,
-    "compactionCalls": pl.Int64, "otherCalls": pl.Int64, **{name: pl.Int64 for name in _SUMS}, "hitRatio": pl.Float64,
+    "compactionCalls": pl.Int64, "otherCalls": pl.Int64, "sideCalls": pl.Int64, "sideCallTokens": pl.Int64,
+    **{name: pl.Int64 for name in _SUMS}, "hitRatio": pl.Float64,
     "collapses": pl.Int64, "unexplained": pl.Int64, "collapseCostUsd": pl.Float64,
     "predictionsCompared": pl.Int64, "predictionsWithinBlock": pl.Int64, "costUsd": pl.Float64,
     "approximate": pl.Boolean, "notes": pl.String,
@@ -152,12 +155,21 @@ def calls(source: LogSource, *, message_prefix: str = "legacy", parts: bool = Tr
     reference would refuse still reports what it can. `parts`: keep each request's body by reference
     (RequestParts)."""
     unlogged: list[Finding] = []   # the fold's unlogged-model-call warnings: calls made, usage not logged
-    walker = Walker(source, message_prefix=message_prefix, parts=parts,
-                    on_finding=lambda finding: unlogged.append(finding) if finding.code == UNLOGGED else None)
+    sides = SideCalls()   # a product's own calls, logged as events dsh skips
+
+    def noted(finding: Finding) -> None:
+        if finding.code == UNLOGGED:
+            unlogged.append(finding)
+        sides.noted(finding)
+
+    walker = Walker(source, message_prefix=message_prefix, parts=parts, on_finding=noted)
     cut = walker.fold.seed_cut
     for walked in walker:
         if walked.record is not None:
             check_numbers(walked.record, walked.event, source.label)
+        if (side := sides.of(walked.record)) is not None:
+            side.inherited = cut is not None and side.seq < cut
+            yield side
         event = walked.event or {}
         kind = event.get("type")
         while unlogged:
@@ -220,6 +232,7 @@ OTHER_NOTES = {
              "session/title-llm-request)",
 }
 NO_TITLE_USAGE = "title call not priced: the log does not carry its usage (no event records it)"
+NO_ESTIMATE = "side call's size not counted (--no-predict: no tokenizer)"
 # The provider ids of DeepSeek's adapter: its one route at dsh 0.1.1-rc.2 (llm-deepseek PROVIDER), and the id
 # older logs give it (the corpus's apps/web snapshots).
 DEEPSEEK_ROUTES = frozenset({"deepseek-official", "deepseek"})
@@ -270,11 +283,18 @@ class _LogRows:
         notes = [call.note or OTHER_NOTES[call.kind]]
         if call.kind == "title" and call.provider not in DEEPSEEK_ROUTES:
             notes.append(f"title call routed to {call.provider}, not DeepSeek's adapter: no DeepSeek wire body")
-        if call.usage is None:
+        if call.usage is None and call.kind != "side":   # a side call's note says so
             notes.append(NO_TITLE_USAGE if call.kind == "title" else "no usage logged")
+        estimated = None
+        if call.kind == "side":
+            if self.options.predict:
+                estimated = sum(count_tokens(text) for text in call.texts)
+            else:
+                notes.append(NO_ESTIMATE)
         row = {**self.base, "kind": call.kind, "seq": call.seq, "timeMs": call.time, "provider": call.provider,
                "model": call.model, "inherited": call.inherited, **self._priced(call.model, call.time, call.usage),
-               "approximate": False, "collapse": False, "note": "; ".join(notes), "_first": False}
+               "estimatedTokens": estimated, "approximate": False, "collapse": False, "note": "; ".join(notes),
+               "_first": False}
         if self.options.wire:
             row["wireBody"] = title_wire_body(call)
         return row
@@ -368,6 +388,8 @@ def summarize(calls_frame: pl.DataFrame, log: str | None = None) -> dict[str, An
     own = calls_frame.filter(~pl.col("inherited"))
     requests = own.filter(pl.col("kind") == "request")
     compactions = own.filter(pl.col("kind") == "compaction")
+    sides = own.filter(pl.col("kind") == "side")
+    priced = own["costUsd"].drop_nulls()   # none: no call of theirs logged its usage, which is not a cost of $0
 
     def total(column: str) -> int:   # summed wider than the column: an Int64 sum wraps silently
         return checked_total(int(own[column].cast(pl.Int128).fill_null(0).sum()), column, log)
@@ -377,12 +399,14 @@ def summarize(calls_frame: pl.DataFrame, log: str | None = None) -> dict[str, An
     collapsed = requests.filter(pl.col("collapse"))
     return {
         "requests": requests.height, "compactionCalls": compactions.height,
-        "otherCalls": own.height - requests.height - compactions.height,
+        "otherCalls": own.height - requests.height - compactions.height - sides.height,
+        "sideCalls": sides.height,
+        "sideCallTokens": int(sides["estimatedTokens"].sum()) if sides["estimatedTokens"].null_count() == 0 else None,
         **{name: total(name) for name in _SUMS}, "hitRatio": _ratio(reads, fresh),
         "collapses": collapsed.height, "unexplained": collapsed.filter(pl.col("cause") == UNEXPLAINED).height,
         "collapseCostUsd": float(collapsed["collapseCostUsd"].fill_null(0).sum()),
         "predictionsCompared": compared.height, "predictionsWithinBlock": int(compared["withinBlock"].sum()),
-        "costUsd": float(own["costUsd"].fill_null(0).sum()),
+        "costUsd": float(priced.sum()) if priced.len() else None,
         "approximate": bool(own["approximate"].any()) if own.height else False,
     }
 

@@ -15,9 +15,11 @@ from .views import (
     EMPTY,
     Column,
     Terminal,
+    cost,
     count,
     percent,
     shown_path,
+    side_calls,
     skipped_lines,
     table,
     unreadable_lines,
@@ -48,10 +50,11 @@ COLUMNS = (
     Column("output", lambda r: count(r["outputTokens"]), rank=4, right=True),
     Column("collapse", lambda r: (r["cause"] or "?") if r["collapse"] else "", squeeze=True),
     Column("lost", lambda r: usd(r["collapseCostUsd"]) if r["collapse"] else "", rank=3, right=True),
-    Column("cost", lambda r: usd(r["costUsd"]), rank=1, right=True),
+    Column("cost", lambda r: "unpriced" if r["kind"] == "side" else usd(r["costUsd"]), rank=1, right=True),
     Column("price", lambda r: f"{r['priceModel']}, {r['priceTier']}" if r["costUsd"] is not None else EMPTY,
            rank=6),
-    Column("why", lambda r: r["causeDetail"] or "", rank=7, squeeze=True),
+    Column("why", lambda r: r["causeDetail"] or (f"~{count(r['estimatedTokens'])} tokens of text"
+                                                  if r["estimatedTokens"] is not None else ""), rank=7, squeeze=True),
 )
 
 
@@ -82,6 +85,8 @@ def _heading(log: dict[str, Any], term: Terminal) -> list[str]:
              f"{log['requests']} request(s)"]
     if log["compactionCalls"]:
         parts.append(f"{log['compactionCalls']} compaction call(s)")
+    if log["sideCalls"]:
+        parts.append(side_calls(log["sideCalls"], log["sideCallTokens"]))
     return [term.style(line, bold=True) for line in wrap("  ·  ".join(parts), term.width, indent="")]
 
 
@@ -93,7 +98,7 @@ def _emphasis(row: dict[str, Any], text: str, term: Terminal) -> str:
 
 def _log_line(log: dict[str, Any]) -> str:
     collapses = log["collapses"]
-    parts = [f"hit {percent(log['hitRatio'])}", f"cost {usd(log['costUsd'])}"]
+    parts = [f"hit {percent(log['hitRatio'])}", f"cost {cost(log['costUsd'])}"]
     if collapses:
         parts.append(f"{collapses} collapse(s), {log['unexplained']} unexplained, "
                      f"{usd(log['collapseCostUsd'])} lost")
@@ -107,7 +112,8 @@ def _closing(report: CacheReport, term: Terminal, wide: bool) -> list[str]:
     collapsed = report.requests.filter(pl.col("collapse") & ~pl.col("inherited"))
     head = (f"{totals['logs']} log(s), {totals['requests']} request(s)"
             + (f" and {totals['compactionCalls']} compaction call(s)" if totals["compactionCalls"] else "")
-            + f": hit {percent(totals['hitRatio'])}, cost {usd(totals['costUsd'])}; ")
+            + (f" ({side_calls(totals['sideCalls'], totals['sideCallTokens'])})" if totals["sideCalls"] else "")
+            + f": hit {percent(totals['hitRatio'])}, cost {cost(totals['costUsd'])}; ")
     if not collapsed.height:
         return [term.style(line, bold=True) for line in wrap(head + "no cache collapse", term.width, "")
                 ] + _block_line(report, totals, term)

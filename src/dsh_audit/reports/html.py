@@ -28,7 +28,7 @@ from ..text import printable
 from .cache_report import UNEXPLAINED, CacheReport
 from .cache_view import call_name
 from .render import rows_by, rows_frame
-from .views import count, located_error, percent, shown_path, usd
+from .views import cost, count, located_error, percent, shown_path, side_calls, usd
 
 if TYPE_CHECKING:
     from ..verify import LogReport
@@ -433,7 +433,7 @@ def _overview(logs: list[dict[str, Any]], names: list[str], drawn: int, more: in
             f'<tr><td class="log" data-sort="{esc(name)}">{shown}</td>'
             + _num(log["generation"], f"v{log['generation']}") + f"<td>{esc(log['model'] or '–')}</td>"
             + _num(log["requests"], str(log["requests"])) + _num(log["hitRatio"], percent(log["hitRatio"]))
-            + _num(log["costUsd"], usd(log["costUsd"])) + _num(log["collapses"], str(log["collapses"]))
+            + _num(log["costUsd"], cost(log["costUsd"])) + _num(log["collapses"], str(log["collapses"]))
             + _num(log["unexplained"], str(log["unexplained"])) + _num(log["collapseCostUsd"],
                                                                        usd(log["collapseCostUsd"]))
             + _num(log["verifyErrors"], str(log["verifyErrors"])) + "</tr>")
@@ -501,7 +501,8 @@ def _session(index: int, log: dict[str, Any], name: str, plot: SessionPlot, find
     anchor = _anchor(index)
     facts = [f"v{log['generation']}", f"model {log['model'] or '–'}", f"session {log['sessionId']}",
              f"{log['requests']} request(s)", f"{log['compactionCalls']} compaction call(s)",
-             f"hit {percent(log['hitRatio'])}", f"cost {usd(log['costUsd'])}",
+             *([side_calls(log["sideCalls"], log["sideCallTokens"])] if log["sideCalls"] else []),
+             f"hit {percent(log['hitRatio'])}", f"cost {cost(log['costUsd'])}",
              f"{log['collapses']} collapse(s), {log['unexplained']} unexplained, lost {usd(log['collapseCostUsd'])}",
              f"{plot.header_changes} header change(s)", f"{plot.compactions} compaction(s)"]
     notes = f'<p class="note">{esc(log["notes"])}</p>' if log["notes"] else ""
@@ -554,8 +555,10 @@ def render_report(report: CacheReport, headers: pl.DataFrame, findings: VerifyFi
     by_severity = dict(findings.tally.group_by("severity").agg(pl.col("count").sum()).iter_rows())
     errors, warnings = by_severity.get("error", 0), by_severity.get("warning", 0)
     summary = (f"{ranked.height} session log(s), {totals.get('requests', 0)} request(s), "
-               f"{totals.get('compactionCalls', 0)} compaction call(s); hit {percent(totals.get('hitRatio'))}, "
-               f"cost {usd(totals.get('costUsd'))}; {totals.get('collapses', 0)} collapse(s), "
+               f"{totals.get('compactionCalls', 0)} compaction call(s)"
+               + (f", {side_calls(totals['sideCalls'], totals['sideCallTokens'])}" if totals.get("sideCalls") else "")
+               + f"; hit {percent(totals.get('hitRatio'))}, "
+               f"cost {cost(totals.get('costUsd'))}; {totals.get('collapses', 0)} collapse(s), "
                f"{totals.get('unexplained', 0)} unexplained, lost {usd(totals.get('collapseCostUsd'))}; "
                f"verify: {errors} error(s), {warnings} warning(s)")
     skipped_note = "".join(f'<li>{esc(shown_path(old))} — an older generation; read {esc(shown_path(new))}</li>'

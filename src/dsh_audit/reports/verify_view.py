@@ -15,7 +15,7 @@ from typing import Any
 
 from rich.cells import cell_len
 
-from ..findings import Finding
+from ..findings import Finding, failing_rule
 from ..text import display
 from ..verify import LogReport, summary
 from .views import Terminal, fit, located_error, shown_path, wrap
@@ -50,7 +50,8 @@ def _log(report: LogReport, label: str, term: Terminal, strict: bool) -> list[st
                 _row("ignored", label, f"  (not a dsh log: {report.ignored})", term.width)]
     status = "UNREADABLE" if report.read_error else ("FAIL" if report.failed(strict) else "ok")
     generation = f"v{report.generation}" if report.generation is not None else "v?"
-    details = f"  ({generation}, {report.events} events, {report.request_count} requests)"
+    rule = f"; {failing_rule(report.findings, report.unlisted, strict)}" if status == "FAIL" else ""
+    details = f"  ({generation}, {report.events} events, {report.request_count} requests{rule})"
     lines = _row(status, label, details, term.width)
     lines[0] = (term.style(status, fg="green", bold=None) if status == "ok" else term.style(status, fg="red", bold=True)
                 ) + lines[0][len(status):]

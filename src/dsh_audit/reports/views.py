@@ -59,6 +59,20 @@ def usd(value: Any) -> str:
     return f"${amount:.{digits + 1}f}"
 
 
+NO_USAGE = "no usage logged"
+
+
+def cost(value: Any) -> str:
+    """A summed cost: none where no call logged its usage, which is not a cost of $0."""
+    return NO_USAGE if value is None else usd(value)
+
+
+def side_calls(calls: int, tokens: Any) -> str:
+    """The side calls a product logged (cache-report's kind `side`): counted, unpriced, their size estimated."""
+    size = f", ~{count(tokens)} tokens" if tokens is not None else ""
+    return f"{calls} side call{'s' if calls != 1 else ''}, unpriced{size}"
+
+
 def shown_path(label: str) -> str:
     """A log's label relative to the working directory when it is below it."""
     file, hash_, session = label.partition("#")
