@@ -25,6 +25,7 @@ from .fold import Cause, RebuiltRequest
 from .jsjson import dumps_bytes
 from .records import LogSource
 from .surface import derive_message
+from .text import head, is_boundary, tail
 from .tokens import common_prefix_length, token_ids
 from .walker import Walker
 
@@ -92,15 +93,17 @@ def _cause(cause: Cause) -> LoggedCause:
 
 
 def _excerpt(data: bytes, offset: int) -> str:
-    """About EXCERPT bytes each side of `offset`, widened to whole UTF-8 characters (a byte offset may fall
-    inside a CJK character)."""
-    start, end = max(0, offset - EXCERPT), min(len(data), offset + EXCERPT)
-    while start > 0 and data[start] & 0xC0 == 0x80:   # a continuation byte: back to the character's first
-        start -= 1
-    while end < len(data) and data[end] & 0xC0 == 0x80:
-        end += 1
-    text = data[start:end].decode("utf-8", "replace")
-    return ("…" if start else "") + text + ("…" if end < len(data) else "")
+    """EXCERPT characters each side of byte `offset`, on whole characters: the offset may fall inside a CJK
+    character's UTF-8, or between a base and its combining mark, or inside an emoji's ZWJ sequence."""
+    while 0 < offset < len(data) and data[offset] & 0xC0 == 0x80:   # a continuation byte: back to its first
+        offset -= 1
+    before = data[:offset].decode("utf-8", "replace")
+    text = before + data[offset:].decode("utf-8", "replace")
+    at = len(before)
+    while not is_boundary(text, at):
+        at -= 1
+    left, right = tail(text[:at], EXCERPT), head(text[at:], EXCERPT)
+    return ("…" if len(left) < at else "") + left + right + ("…" if at + len(right) < len(text) else "")
 
 
 class _Answer:

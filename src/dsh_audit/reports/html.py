@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from ..readers.discover import Unreadable
-from ..text import printable
+from ..text import clip, printable
 from .cache_report import UNEXPLAINED, CacheReport
 from .cache_view import call_name
 from .render import rows_by, rows_frame
@@ -71,10 +71,7 @@ def esc(value: Any) -> str:
 def label_text(value: Any, limit: int = TEXT_LIMIT) -> str:
     """Log-derived text for a plotly label: plotly reads a few HTML tags and entities in labels, so the text is
     entity-escaped (plotly decodes &amp; &lt; &gt; back for display), and cut to `limit` characters."""
-    text = printable(str(value))
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
-    return html.escape(text, quote=False)
+    return html.escape(clip(printable(str(value)), limit), quote=False)
 
 
 def script_json(value: Any) -> str:
