@@ -325,7 +325,7 @@ def test_cli_formats_and_exit_codes(tmp_path: Path) -> None:
     assert failing.exit_code == 1
     assert "3.1#1" in failing.stderr and "audit explain" in failing.stderr
     parsed = json.loads(failing.stdout)
-    assert (parsed["schema"], parsed["version"], len(parsed["rows"])) == ("dsh-audit/cache-report/requests", 3, 3)
+    assert (parsed["schema"], parsed["version"], len(parsed["rows"])) == ("dsh-audit/cache-report/requests", 4, 3)
     out = tmp_path / "report.parquet"
     assert runner.invoke(main, ["cache-report", str(tmp_path), "--out", str(out)]).exit_code == 0
     assert pl.read_parquet(out).height == 3

@@ -10,6 +10,9 @@ a short excerpt of both sides. Messages ahead of it that differ only as logged (
 are listed apart: they do not break the prefix. Then the logged events between the two requests that explain
 it (seq, type, reason) — or "unexplained", with what the log would have needed to hold. A request the adapter
 cannot render (another provider's, a scrubbed header, an image for an image model) is compared as logged.
+
+What the provider did read is cache-report's to judge: the explanation carries cache-report's verdict on the
+request's row (reports.verdict), in its words, so the two never disagree about a request.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from .errors import DshAuditError
 from .fold import Cause, RebuiltRequest
 from .jsjson import dumps_bytes
 from .records import LogSource
+from .reports.cache_report import CacheOptions, log_rows
+from .reports.verdict import Verdict, verdict
 from .surface import derive_message
 from .text import head, is_boundary, tail
 from .tokens import common_prefix_length, token_ids
@@ -81,6 +86,7 @@ class Explanation:
     basis: str | None = None                 # "wire" (the DeepSeek body) | "logged" (the fallback) | None (first)
     note: str | None = None                  # with basis "logged": why the wire was not compared
     logged_only: list[LoggedOnly] = field(default_factory=list)
+    cache: Verdict | None = None             # cache-report's verdict on the request's row (None: no such row)
 
 
 def _name(request: RebuiltRequest) -> str:
@@ -143,7 +149,7 @@ def explain_request(source: LogSource, turn: int, step: int, attempt: int | None
         if request is None:
             continue
         if (request.turn, request.step) == (turn, step) and attempt in (None, request.attempt):
-            return _explain(request, previous)
+            return _with_usage(_explain(request, previous), source)
         logged = derive_message(event) if event.get("type") == "assistant/message" else None
         generated = {**logged, "content": answer.blocks} if isinstance(logged, dict) and answer.blocks else logged
         previous = (request, generated if logged is not None else None)
@@ -151,6 +157,25 @@ def explain_request(source: LogSource, turn: int, step: int, attempt: int | None
     wanted = f"{turn}.{step}" + (f"#{attempt}" if attempt is not None else "")
     raise DshAuditError(f"no request {wanted} in this log (audit rebuild --format digest lists them)",
                         path=source.label)
+
+
+# Why a collapse where the prompt extends what was cached, and no event was logged, is the provider's own.
+PROVIDER_OWN = ("the prompt extends what was cached, so a collapse here is the provider's own (cache expiry or "
+                "eviction): a break the log caused would show as a request/header change, a surface replace or a "
+                "resume logged before it")
+
+
+def _with_usage(explanation: Explanation, source: LogSource) -> Explanation:
+    """The explanation with cache-report's verdict on the request (its row of `cache-report LOG`), read in a
+    second pass; none where the log cannot be read twice (standard input)."""
+    if source.reopen is None:
+        return explanation
+    rows = (row for row in log_rows(source.reopen(), CacheOptions()) if row["kind"] == "request")
+    row = next((row for row in rows if f"{row['turn']}.{row['step']}#{row['attempt']}" == explanation.name), None)
+    explanation.cache = None if row is None else verdict(row)
+    if explanation.cache is not None and explanation.cache.collapse and explanation.verdict == "extends":
+        explanation.needed = PROVIDER_OWN
+    return explanation
 
 
 def _explain(request: RebuiltRequest, previous: tuple[RebuiltRequest, Any | None] | None) -> Explanation:
@@ -166,10 +191,6 @@ def _explain(request: RebuiltRequest, previous: tuple[RebuiltRequest, Any | None
     if explanation.divergence is None:
         if causes:
             explanation.verdict = "explained"   # logged as a break though the prefix held (a resume, say)
-        else:
-            explanation.needed = ("a collapse at this request is the provider's own (cache expiry or eviction): a "
-                                  "break the log caused would show as a request/header change, a surface replace "
-                                  "or a resume logged before it")
         return explanation
     explanation.verdict = "explained" if causes else "unexplained"
     if not causes:

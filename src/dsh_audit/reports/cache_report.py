@@ -44,7 +44,7 @@ from .render import rows_frame
 
 _ROW_BATCH = 2048
 _STACK_EVERY = 64   # logs' frames per stacked frame (_Stack)
-SCHEMA_VERSION = 3   # of the columns below; docs/cache-report.md says what each holds, and what changed
+SCHEMA_VERSION = 4   # of the columns below; docs/cache-report.md says what each holds, and what changed
 
 # Logged cause kinds (fold.Cause.kind) as the report names them.
 CAUSE_NAMES = {"initial": "first-request", "resume": "resume", "end-seed": "resume-or-fork",
@@ -59,13 +59,14 @@ REQUEST_COLUMNS: dict[str, Any] = {
     "step": pl.Int64, "attempt": pl.Int64, "seq": pl.Int64, "timeMs": pl.Int64, "provider": pl.String,
     "model": pl.String, "inherited": pl.Boolean, "inputTokens": pl.Int64, "cacheReadTokens": pl.Int64,
     "outputTokens": pl.Int64, "reasoningTokens": pl.Int64, "hitRatio": pl.Float64, "expectedBasis": pl.String,
-    "expectedPrefixTokens": pl.Int64, "expectedCacheReadTokens": pl.Int64, "withinBlock": pl.Boolean,
+    "expectedPrefixTokens": pl.Int64, "expectedCacheReadTokens": pl.Int64, "previousCacheReadTokens": pl.Int64,
+    "withinBlock": pl.Boolean,
     "approximate": pl.Boolean, "collapse": pl.Boolean, "cause": pl.String, "causeDetail": pl.String,
     "collapseCostUsd": pl.Float64, "costUsd": pl.Float64, "priceModel": pl.String, "priceTier": pl.String,
     "note": pl.String,
 }
 # Kept while a log is read, dropped once the block size is known: the judgement needs them.
-_WORKING_COLUMNS: dict[str, Any] = {"_first": pl.Boolean, "_previousReads": pl.Int64, "_missPremium": pl.Float64}
+_WORKING_COLUMNS: dict[str, Any] = {"_first": pl.Boolean, "_missPremium": pl.Float64}
 _SUMS = ("inputTokens", "cacheReadTokens", "outputTokens", "reasoningTokens")
 LOG_COLUMNS: dict[str, Any] = {
     "log": pl.String, "generation": pl.Int64, "sessionId": pl.String, "model": pl.String, "requests": pl.Int64,
@@ -236,7 +237,8 @@ def title_wire_body(call: OtherCall) -> str | None:
 
 class _LogRows:
     """The call rows of one log, in order, with what the judgement of each request needs once the block size is
-    known: whether it is the log's first request, its predecessor's read, and the premium of a missed token."""
+    known: whether it is the log's first request and the premium of a missed token; and its predecessor's read,
+    which a collapse is judged against and shown with."""
 
     def __init__(self, source: LogSource, options: CacheOptions, real: RealHeader, log_calls: Iterable[Call]
                  ) -> None:
@@ -288,7 +290,7 @@ class _LogRows:
             "model": request.model, "inherited": request.inherited, **priced,
             "expectedBasis": expected.basis, "expectedPrefixTokens": expected.prefix_tokens,
             "approximate": expected.approximate, "cause": cause, "causeDetail": detail,
-            "note": "; ".join(notes) or None, "_first": self.first, "_previousReads": self.previous_reads,
+            "note": "; ".join(notes) or None, "_first": self.first, "previousCacheReadTokens": self.previous_reads,
         }
         if self.options.wire:
             row["wireBody"] = wire_body(request, self.real)
@@ -340,7 +342,7 @@ def judge(frame: pl.DataFrame, block: int, ratio: float) -> pl.DataFrame:
     """Round the expected reads to whole blocks and judge each request of one log: within one block of the
     logged read? a collapse (below `ratio` of its predecessor's read or of the expected one)? what it cost?"""
     request = pl.col("kind") == "request"
-    reads, previous = pl.col("cacheReadTokens"), pl.col("_previousReads")
+    reads, previous = pl.col("cacheReadTokens"), pl.col("previousCacheReadTokens")
     expected = (pl.col("expectedPrefixTokens") // block) * block
     frame = frame.with_columns(expectedCacheReadTokens=expected)
     expected = pl.col("expectedCacheReadTokens")
