@@ -21,6 +21,8 @@ from dsh_audit.reports.views import Column, fit, table, wrap
 from dsh_audit.session_commands import _cells
 from dsh_audit.text import clip, first_character, head, is_boundary, tail
 from dsh_audit.vocabulary import _short as vocabulary_short
+from logbuilder import LogBuilder
+from test_cache_report import TOOL_A, write_jsonl
 
 WILD = Path(__file__).parent / "fixtures/wild/lyteboat-boat/examples/agents/finance/evals/baseline/sessions"
 CJK = "查看用户的资料和文件"
@@ -156,3 +158,26 @@ def test_the_sessions_table_cuts_an_id_on_whole_characters() -> None:
                        datetime(2026, 1, 1, tzinfo=UTC))
     shown = _cells(info)["id"]
     assert_cut(ZWJ * 3 + CJK, shown, mark="")
+
+
+def assert_lines_keep_characters_whole(out: str) -> None:
+    """No line of a view starts with what belongs to the character before it, or ends inside a ZWJ sequence or
+    a flag: every cut and every wrap fell between whole characters."""
+    assert "\ufffd" not in out
+    for line in out.splitlines():
+        text = line.strip()
+        if text:
+            assert is_boundary("x" + text, 1) and text[-1] != "\u200d", line
+            runs = [len(run) for run in "".join(c if "\U0001f1e6" <= c <= "\U0001f1ff" else " " for c in text).split()]
+            assert all(run % 2 == 0 for run in runs), line
+
+
+@pytest.mark.parametrize("columns", ["40", "57", "80"])
+def test_header_diff_s_wrapped_system_prompt_keeps_characters_whole(columns: str, tmp_path: Path) -> None:
+    log = LogBuilder()
+    log.header_event("initial", system=MIXED * 6, tools=[TOOL_A])
+    log.header_event("change", system=MIXED * 5 + "\n" + MIXED, tools=[TOOL_A])
+    path = write_jsonl(log, tmp_path / "session.jsonl")
+    result = CliRunner().invoke(main, ["header-diff", str(path), "--color", "never"], env={"COLUMNS": columns})
+    assert result.exit_code == 0 and "system prompt changed" in result.stdout
+    assert_lines_keep_characters_whole(result.stdout)
