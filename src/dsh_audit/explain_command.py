@@ -41,7 +41,7 @@ def render(explanation: Explanation, label: str, term: Terminal) -> list[str]:
         lines.append((explanation.cache.text, VERDICT_STYLES.get(explanation.cache.kind, {})))
     divergence = explanation.divergence
     if explanation.verdict == "first request":
-        if explanation.cache is None:
+        if explanation.cache is None or explanation.cache.kind not in ("first-request", "cross-session-read"):
             lines.append(("first request of the log", {}))
     elif divergence is None:
         lines.append((f"no divergence: it extends what was cached, adding {explanation.appended} message(s)",

@@ -88,6 +88,7 @@ def printable_row(row: dict[str, Any]) -> dict[str, Any]:
 # cut): never inside a base and its combining marks, a variation selector, an emoji's skin tone or tag
 # sequence, a ZWJ sequence (👩‍💻), a flag's pair of regional indicators, CR LF, or a surrogate pair.
 _ZWJ = "\u200d"
+_FLAG_RUN = 1024   # regional indicators counted back to pair a flag; no real text has a longer run
 
 
 def _attaches(char: str) -> bool:
@@ -109,8 +110,8 @@ def is_boundary(text: str, index: int) -> bool:
     if _attaches(after) or before == _ZWJ or (before, after) == ("\r", "\n"):
         return False
     if _regional(before) and _regional(after):   # flags pair from the start of a run of regional indicators
-        run = 0
-        while index - run > 0 and _regional(text[index - run - 1]):
+        run = 0   # counted back at most _FLAG_RUN: a hostile run of them costs no more than that per cut
+        while index - run > 0 and run < _FLAG_RUN and _regional(text[index - run - 1]):
             run += 1
         return run % 2 == 0
     return True
