@@ -18,6 +18,7 @@ from dsh_audit.explain import explain_request
 from dsh_audit.readers import open_logs
 from dsh_audit.reports.cache_report import build_cache_report
 from dsh_audit.reports.verdict import verdict
+from test_hostile_inputs import build_store
 from test_views import collapsing_log
 
 WILD = Path(__file__).parent / "fixtures/wild/lyteboat-boat"
@@ -108,3 +109,18 @@ def test_an_unexplained_collapse_where_the_prompt_extends_is_the_provider_s_own_
     code, out = explain(path, "4.1")
     assert code == 0 and out.splitlines()[1].startswith("healthy: read 640, expected 256")
     assert "provider's own" not in out
+
+
+def test_explain_gives_the_verdict_on_a_session_of_a_sqlite_store(tmp_path: Path) -> None:
+    """A store's session cannot reopen itself: explain opens the store again for cache-report's pass."""
+    store = f"{build_store(tmp_path / 'store.db')}#s-1"
+    rows = request_rows(Path(store))
+    assert len(rows) == 3
+    for row in rows:
+        name = f"{row['turn']}.{row['step']}#{row['attempt']}"
+        document = json.loads(CliRunner().invoke(main, ["explain", store, name, "--format", "json"]).stdout)
+        assert document["cache"] == {"kind": verdict(row).kind, "text": verdict(row).text}
+    code, out = explain(store, "1.1")
+    assert code == 0
+    assert out.splitlines()[1:] == ["no cache read logged (its usage has no cacheReadTokens): what the provider read "
+                                    "from its cache is unknown", "first request of the log"]

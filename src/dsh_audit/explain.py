@@ -137,8 +137,10 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def explain_request(source: LogSource, turn: int, step: int, attempt: int | None) -> Explanation:
-    """Explain request turn.step#attempt (the step's first attempt when None) of one log."""
+def explain_request(source: LogSource, turn: int, step: int, attempt: int | None, *,
+                    again: Callable[[], LogSource] | None = None) -> Explanation:
+    """Explain request turn.step#attempt (the step's first attempt when None) of one log. `again` opens the log
+    afresh for cache-report's pass (default: the source's own `reopen`; none, no verdict: standard input)."""
     previous: tuple[RebuiltRequest, Any | None] | None = None
     answer = _Answer()
     walker = Walker(source, bodies=True, on_finding=lambda _finding: None)
@@ -149,7 +151,7 @@ def explain_request(source: LogSource, turn: int, step: int, attempt: int | None
         if request is None:
             continue
         if (request.turn, request.step) == (turn, step) and attempt in (None, request.attempt):
-            return _with_usage(_explain(request, previous), source)
+            return _with_usage(_explain(request, previous), again or source.reopen)
         logged = derive_message(event) if event.get("type") == "assistant/message" else None
         generated = {**logged, "content": answer.blocks} if isinstance(logged, dict) and answer.blocks else logged
         previous = (request, generated if logged is not None else None)
@@ -165,12 +167,12 @@ PROVIDER_OWN = ("the prompt extends what was cached, so a collapse here is the p
                 "resume logged before it")
 
 
-def _with_usage(explanation: Explanation, source: LogSource) -> Explanation:
+def _with_usage(explanation: Explanation, again: Callable[[], LogSource] | None) -> Explanation:
     """The explanation with cache-report's verdict on the request (its row of `cache-report LOG`), read in a
     second pass; none where the log cannot be read twice (standard input)."""
-    if source.reopen is None:
+    if again is None:
         return explanation
-    rows = (row for row in log_rows(source.reopen(), CacheOptions()) if row["kind"] == "request")
+    rows = (row for row in log_rows(again(), CacheOptions()) if row["kind"] == "request")
     row = next((row for row in rows if f"{row['turn']}.{row['step']}#{row['attempt']}" == explanation.name), None)
     explanation.cache = None if row is None else verdict(row)
     if explanation.cache is not None and explanation.cache.collapse and explanation.verdict == "extends":

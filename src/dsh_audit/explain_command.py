@@ -16,6 +16,9 @@ from .cli import COLOR_OPTION, EXIT_CLEAN, EXIT_FINDINGS, SESSION_OPTION, chosen
 from .errors import DshAuditError
 from .explain import Explanation, explain_request
 from .readers import open_logs
+from .readers.discover import split_selector
+from .readers.stream import is_stream
+from .records import LogSource
 from .reports.views import Terminal, shown_path, terminal, wrap
 from .text import printable
 
@@ -97,7 +100,11 @@ def explain(log: Path | None, request: str | None, session: str | None, fmt: str
     if len(sources) != 1:   # a store of several sessions (or none): which one is not for us to guess
         raise DshAuditError(f"holds {len(sources)} sessions; name one as {path}#SESSION_ID", path=str(path))
     [source] = sources
-    explanation = explain_request(source, *wanted)
+
+    def again() -> LogSource:   # a store's session too, which has no `reopen` of its own
+        return next(other for other in open_logs(path) if other.label == source.label)
+
+    explanation = explain_request(source, *wanted, again=None if is_stream(split_selector(path)[0]) else again)
     if fmt == "json":
         click.echo(printable(json.dumps({"log": source.label, **asdict(explanation)}, indent=2, ensure_ascii=False)))
     else:

@@ -39,7 +39,10 @@ def verdict(row: dict[str, Any]) -> Verdict:
     if row["kind"] != "request":
         return Verdict("one-shot", f"a one-shot {row['kind']} call, outside the loop's cache lineage")
     if row["cacheReadTokens"] is None:
-        return Verdict("no-usage", "no usage logged: what the provider read from its cache is unknown")
+        if row["inputTokens"] is None:
+            return Verdict("no-usage", "no usage logged: what the provider read from its cache is unknown")
+        return Verdict("no-usage", "no cache read logged (its usage has no cacheReadTokens): what the provider "
+                                   "read from its cache is unknown")
     reads = row["cacheReadTokens"]
     if row["cause"] == FIRST_REQUEST:   # never a collapse: nothing of this log came before it
         if reads > 0:
