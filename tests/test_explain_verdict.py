@@ -18,6 +18,7 @@ from dsh_audit.explain import explain_request
 from dsh_audit.readers import open_logs
 from dsh_audit.reports.cache_report import build_cache_report
 from dsh_audit.reports.verdict import verdict
+from test_cache_report import TOOL_A, steady_log, turn, write_jsonl
 from test_hostile_inputs import build_store
 from test_views import collapsing_log
 
@@ -124,3 +125,17 @@ def test_explain_gives_the_verdict_on_a_session_of_a_sqlite_store(tmp_path: Path
     assert code == 0
     assert out.splitlines()[1:] == ["no cache read logged (its usage has no cacheReadTokens): what the provider read "
                                     "from its cache is unknown", "first request of the log"]
+
+
+def test_a_collapse_after_a_change_of_request_options_alone_is_unexplained_in_both(tmp_path: Path) -> None:
+    """A temperature change leaves the prompt an extension (no prefix break): cache-report calls the collapse
+    after it unexplained, and explain says so and exits 1, listing the change it logged."""
+    log = steady_log()
+    turn(log, 3, "more", 0, reason="change", tools=[TOOL_A], temperature=0.5)
+    path = write_jsonl(log, tmp_path / "session.jsonl")
+    [row] = [row for row in request_rows(path) if row["turn"] == 3]
+    assert (row["cause"], verdict(row).kind) == ("unexplained", "unexplained-collapse")
+    code, out = explain(str(path), "3.1")
+    assert code == 1
+    assert out.splitlines()[1] == verdict(row).text
+    assert "logged: seq 22 request/header (options-change: change: config.temperature)" in out

@@ -27,7 +27,7 @@ from .errors import DshAuditError
 from .fold import Cause, RebuiltRequest
 from .jsjson import dumps_bytes
 from .records import LogSource
-from .reports.cache_report import CacheOptions, log_rows
+from .reports.cache_report import UNEXPLAINED, CacheOptions, log_rows
 from .reports.verdict import Verdict, verdict
 from .surface import derive_message
 from .text import head, is_boundary, tail
@@ -175,7 +175,8 @@ def _with_usage(explanation: Explanation, again: Callable[[], LogSource] | None)
     rows = (row for row in log_rows(again(), CacheOptions()) if row["kind"] == "request")
     row = next((row for row in rows if f"{row['turn']}.{row['step']}#{row['attempt']}" == explanation.name), None)
     explanation.cache = None if row is None else verdict(row)
-    if explanation.cache is not None and explanation.cache.collapse and explanation.verdict == "extends":
+    # No divergence, and no logged event cache-report takes as a cause (a change of request options is none).
+    if explanation.divergence is None and row is not None and row["cause"] == UNEXPLAINED:
         explanation.needed = PROVIDER_OWN
     return explanation
 

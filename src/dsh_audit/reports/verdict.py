@@ -21,10 +21,6 @@ class Verdict:
     kind: str   # first-request | cross-session-read | healthy | collapse | unexplained-collapse | no-usage | one-shot
     text: str
 
-    @property
-    def collapse(self) -> bool:
-        return self.kind in ("collapse", "unexplained-collapse")
-
 
 def _share(row: dict[str, Any]) -> str:
     """`; hit H % of P prompt tokens`: the share of the prompt the provider served from its cache."""
