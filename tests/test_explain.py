@@ -171,11 +171,12 @@ def test_the_human_and_json_views_carry_the_wire_and_the_logged_only_messages(tm
     text = CliRunner().invoke(main, ["explain", str(path), "3.1", "--color", "never"], env={"COLUMNS": "200"})
     assert text.exit_code == 0
     lines = text.stdout.splitlines()
-    assert lines[1].startswith("first divergence: message 2, wire message 3, byte 31 of it (byte ")
-    assert "of the wire body), after " in lines[1]
-    assert lines[2] == '  cached:  {"role":"user","content":"' + "again " * 7 + "aga…"
-    assert lines[3] == '  request: {"role":"user","content":"again, edited"}'
-    assert lines[4] == f"logged only, alike on the wire: message 0 ({', '.join(COMPACTED)})"
+    assert lines[1] == "no usage logged: what the provider read from its cache is unknown"   # cache-report's verdict
+    assert lines[2].startswith("first divergence: message 2, wire message 3, byte 31 of it (byte ")
+    assert "of the wire body), after " in lines[2]
+    assert lines[3] == '  cached:  {"role":"user","content":"' + "again " * 7 + "aga…"
+    assert lines[4] == '  request: {"role":"user","content":"again, edited"}'
+    assert lines[5] == f"logged only, alike on the wire: message 0 ({', '.join(COMPACTED)})"
     document = json.loads(CliRunner().invoke(main, ["explain", str(path), "3.1", "--format", "json"]).stdout)
     assert (document["basis"], document["note"], document["divergence"]["wire_index"]) == ("wire", None, 3)
     assert document["logged_only"] == [{"message_index": 0, "fields": COMPACTED}]

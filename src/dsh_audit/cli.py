@@ -31,7 +31,7 @@ from .readers.limits import DECOMPRESSED_ENV, LINE_ENV, parse_size
 from .reconstruct import iter_requests
 from .records import LogSource, RequestDigest
 from .reports.views import COLOR_CHOICES, Terminal, terminal
-from .text import display, printable
+from .text import clip, display, printable
 from .verify import LogReport, paused_gc, summary, verify_paths
 
 if TYPE_CHECKING:
@@ -130,8 +130,7 @@ def exit_code_for(error: BaseException) -> int:
             _say(f"audit: input/output error: {error.strerror or error}")
         return EXIT_UNREADABLE
     message = " ".join(str(error).split())
-    if len(message) > 300:
-        message = message[:299] + "…"
+    message = clip(message, 300)
     _say(f"audit: internal error: {type(error).__name__}: {message or '(no message)'} — please report it with "
          "the command line")
     return EXIT_INTERNAL

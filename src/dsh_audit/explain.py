@@ -10,6 +10,9 @@ a short excerpt of both sides. Messages ahead of it that differ only as logged (
 are listed apart: they do not break the prefix. Then the logged events between the two requests that explain
 it (seq, type, reason) — or "unexplained", with what the log would have needed to hold. A request the adapter
 cannot render (another provider's, a scrubbed header, an image for an image model) is compared as logged.
+
+What the provider did read is cache-report's to judge: the explanation carries cache-report's verdict on the
+request's row (reports.verdict), in its words, so the two never disagree about a request.
 """
 
 from __future__ import annotations
@@ -25,7 +28,10 @@ from .fold import Cause, RebuiltRequest
 from .jsjson import dumps_bytes
 from .model_calls import SideCalls
 from .records import LogSource
+from .reports.cache_report import UNEXPLAINED, CacheOptions, log_rows
+from .reports.verdict import Verdict, verdict
 from .surface import derive_message
+from .text import head, is_boundary, tail
 from .tokens import common_prefix_length, token_ids
 from .walker import Walker
 
@@ -82,6 +88,7 @@ class Explanation:
     note: str | None = None                  # with basis "logged": why the wire was not compared
     logged_only: list[LoggedOnly] = field(default_factory=list)
     side_calls: list[int] = field(default_factory=list)   # seqs of the product's side calls since the predecessor
+    cache: Verdict | None = None             # cache-report's verdict on the request's row (None: no such row)
 
 
 def _name(request: RebuiltRequest) -> str:
@@ -94,15 +101,17 @@ def _cause(cause: Cause) -> LoggedCause:
 
 
 def _excerpt(data: bytes, offset: int) -> str:
-    """About EXCERPT bytes each side of `offset`, widened to whole UTF-8 characters (a byte offset may fall
-    inside a CJK character)."""
-    start, end = max(0, offset - EXCERPT), min(len(data), offset + EXCERPT)
-    while start > 0 and data[start] & 0xC0 == 0x80:   # a continuation byte: back to the character's first
-        start -= 1
-    while end < len(data) and data[end] & 0xC0 == 0x80:
-        end += 1
-    text = data[start:end].decode("utf-8", "replace")
-    return ("…" if start else "") + text + ("…" if end < len(data) else "")
+    """EXCERPT characters each side of byte `offset`, on whole characters: the offset may fall inside a CJK
+    character's UTF-8, or between a base and its combining mark, or inside an emoji's ZWJ sequence."""
+    while 0 < offset < len(data) and data[offset] & 0xC0 == 0x80:   # a continuation byte: back to its first
+        offset -= 1
+    before = data[:offset].decode("utf-8", "replace")
+    text = before + data[offset:].decode("utf-8", "replace")
+    at = len(before)
+    while not is_boundary(text, at):
+        at -= 1
+    left, right = tail(text[:at], EXCERPT), head(text[at:], EXCERPT)
+    return ("…" if len(left) < at else "") + left + right + ("…" if at + len(right) < len(text) else "")
 
 
 class _Answer:
@@ -130,8 +139,10 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def explain_request(source: LogSource, turn: int, step: int, attempt: int | None) -> Explanation:
-    """Explain request turn.step#attempt (the step's first attempt when None) of one log."""
+def explain_request(source: LogSource, turn: int, step: int, attempt: int | None, *,
+                    again: Callable[[], LogSource] | None = None) -> Explanation:
+    """Explain request turn.step#attempt (the step's first attempt when None) of one log. `again` opens the log
+    afresh for cache-report's pass (default: the source's own `reopen`; none, no verdict: standard input)."""
     previous: tuple[RebuiltRequest, Any | None] | None = None
     answer = _Answer()
     sides, since = SideCalls(), []   # the product's own calls since the predecessor (model_calls.side_call)
@@ -147,7 +158,7 @@ def explain_request(source: LogSource, turn: int, step: int, attempt: int | None
         if (request.turn, request.step) == (turn, step) and attempt in (None, request.attempt):
             explanation = _explain(request, previous)
             explanation.side_calls = since
-            return explanation
+            return _with_usage(explanation, again or source.reopen)
         logged = derive_message(event) if event.get("type") == "assistant/message" else None
         generated = {**logged, "content": answer.blocks} if isinstance(logged, dict) and answer.blocks else logged
         previous = (request, generated if logged is not None else None)
@@ -155,6 +166,26 @@ def explain_request(source: LogSource, turn: int, step: int, attempt: int | None
     wanted = f"{turn}.{step}" + (f"#{attempt}" if attempt is not None else "")
     raise DshAuditError(f"no request {wanted} in this log (audit rebuild --format digest lists them)",
                         path=source.label)
+
+
+# Why a collapse where the prompt extends what was cached, and no event was logged, is the provider's own.
+PROVIDER_OWN = ("the prompt extends what was cached, so a collapse here is the provider's own (cache expiry or "
+                "eviction): a break the log caused would show as a request/header change, a surface replace or a "
+                "resume logged before it")
+
+
+def _with_usage(explanation: Explanation, again: Callable[[], LogSource] | None) -> Explanation:
+    """The explanation with cache-report's verdict on the request (its row of `cache-report LOG`), read in a
+    second pass; none where the log cannot be read twice (standard input)."""
+    if again is None:
+        return explanation
+    rows = (row for row in log_rows(again(), CacheOptions()) if row["kind"] == "request")
+    row = next((row for row in rows if f"{row['turn']}.{row['step']}#{row['attempt']}" == explanation.name), None)
+    explanation.cache = None if row is None else verdict(row)
+    # No divergence, and no logged event cache-report takes as a cause (a change of request options is none).
+    if explanation.divergence is None and row is not None and row["cause"] == UNEXPLAINED:
+        explanation.needed = PROVIDER_OWN
+    return explanation
 
 
 def _explain(request: RebuiltRequest, previous: tuple[RebuiltRequest, Any | None] | None) -> Explanation:
@@ -170,10 +201,6 @@ def _explain(request: RebuiltRequest, previous: tuple[RebuiltRequest, Any | None
     if explanation.divergence is None:
         if causes:
             explanation.verdict = "explained"   # logged as a break though the prefix held (a resume, say)
-        else:
-            explanation.needed = ("a collapse at this request is the provider's own (cache expiry or eviction): a "
-                                  "break the log caused would show as a request/header change, a surface replace "
-                                  "or a resume logged before it")
         return explanation
     explanation.verdict = "explained" if causes else "unexplained"
     if not causes:

@@ -1,6 +1,7 @@
-"""`audit explain LOG TURN.STEP[#ATTEMPT]`: the first divergence between a request and what the cache could
-hold before it, and the logged event that explains it. Exit codes: 0 extends or explained, 1 unexplained,
-2 unreadable input, bad usage or no such request."""
+"""`audit explain LOG TURN.STEP[#ATTEMPT]`: cache-report's verdict on a request, the first divergence between it
+and what the cache could hold before it, and the logged event that explains it. Exit codes: 0 extends or
+explained, 1 unexplained (a divergence no logged event explains, or an unexplained collapse), 2 unreadable
+input, bad usage or no such request."""
 
 from __future__ import annotations
 
@@ -15,8 +16,21 @@ from .cli import COLOR_OPTION, EXIT_CLEAN, EXIT_FINDINGS, SESSION_OPTION, chosen
 from .errors import DshAuditError
 from .explain import Explanation, explain_request
 from .readers import open_logs
+from .readers.discover import split_selector
+from .readers.stream import is_stream
+from .records import LogSource
 from .reports.views import Terminal, shown_path, terminal, wrap
 from .text import printable
+
+VERDICT_STYLES: dict[str, dict[str, Any]] = {"healthy": {"fg": "green"}, "cross-session-read": {"fg": "cyan"},
+                                             "collapse": {"fg": "red"}, "unexplained-collapse": {"fg": "red",
+                                                                                                 "bold": True}}
+
+
+def unexplained(explanation: Explanation) -> bool:
+    """A divergence no logged event explains, or a collapse cache-report calls unexplained: exit 1."""
+    return explanation.verdict == "unexplained" or (explanation.cache is not None
+                                                    and explanation.cache.kind == "unexplained-collapse")
 
 
 def render(explanation: Explanation, label: str, term: Terminal) -> list[str]:
@@ -26,9 +40,12 @@ def render(explanation: Explanation, label: str, term: Terminal) -> list[str]:
                                                       if explanation.predecessor else ""), {"bold": True})]
     if explanation.note:
         lines.append((explanation.note, {"fg": "yellow"}))
+    if explanation.cache is not None:
+        lines.append((explanation.cache.text, VERDICT_STYLES.get(explanation.cache.kind, {})))
     divergence = explanation.divergence
     if explanation.verdict == "first request":
-        lines.append(("first request of the log: nothing was cached before it", {}))
+        if explanation.cache is None or explanation.cache.kind not in ("first-request", "cross-session-read"):
+            lines.append(("first request of the log", {}))
     elif divergence is None:
         lines.append((f"no divergence: it extends what was cached, adding {explanation.appended} message(s)",
                       {"fg": "green"}))
@@ -67,8 +84,9 @@ def render(explanation: Explanation, label: str, term: Terminal) -> list[str]:
 Examples:
   audit explain session.v3.jsonl 1.2#2    why request 1.2#2 did (not) extend what was cached before it
   audit explain --session 3f2a 4.1        the first attempt of turn 4, step 1
-Exit codes: 0 it extends its predecessor or a logged event explains the break, 1 unexplained,
-2 unreadable input, bad usage or no such request, 3 internal error, 130 interrupted.""")
+Exit codes: 0 it extends its predecessor or a logged event explains the break, 1 unexplained
+(a divergence no logged event explains, or an unexplained collapse), 2 unreadable input, bad usage
+or no such request, 3 internal error, 130 interrupted.""")
 @click.argument("log", required=False, type=click.Path(path_type=Path))
 @click.argument("request", required=False, metavar="TURN.STEP[#ATTEMPT]")
 @SESSION_OPTION
@@ -88,10 +106,14 @@ def explain(log: Path | None, request: str | None, session: str | None, fmt: str
     if len(sources) != 1:   # a store of several sessions (or none): which one is not for us to guess
         raise DshAuditError(f"holds {len(sources)} sessions; name one as {path}#SESSION_ID", path=str(path))
     [source] = sources
-    explanation = explain_request(source, *wanted)
+
+    def again() -> LogSource:   # a store's session too, which has no `reopen` of its own
+        return next(other for other in open_logs(path) if other.label == source.label)
+
+    explanation = explain_request(source, *wanted, again=None if is_stream(split_selector(path)[0]) else again)
     if fmt == "json":
         click.echo(printable(json.dumps({"log": source.label, **asdict(explanation)}, indent=2, ensure_ascii=False)))
     else:
         term = terminal()
         print_view(term, "\n".join(render(explanation, source.label, term)))
-    return EXIT_FINDINGS if explanation.verdict == "unexplained" else EXIT_CLEAN
+    return EXIT_FINDINGS if unexplained(explanation) else EXIT_CLEAN

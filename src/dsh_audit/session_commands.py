@@ -17,7 +17,7 @@ from .cli import COLOR_OPTION, EXIT_CLEAN, print_view
 from .readers.home import HOME_ENV, SessionInfo, SessionScan, list_sessions, require_root, session_root
 from .records import LogSource
 from .reports.views import Column, Terminal, located_error, table, terminal, wrap
-from .text import display, printable
+from .text import display, head, printable
 
 ID_WIDTH = 13        # a uuid's first two groups: enough to tell sessions apart
 _UNITS = ("kB", "MB", "GB", "TB")
@@ -53,7 +53,7 @@ def _cost(cost: float | None) -> str:
 
 def _cells(info: SessionInfo) -> dict[str, str]:
     # Cut without an ellipsis: the short id is meant to be pasted as a --session prefix.
-    return {"id": display(info.short_id)[:ID_WIDTH], "last": _iso(info.last_activity),
+    return {"id": head(display(info.short_id), ID_WIDTH, cells=True), "last": _iso(info.last_activity),
             "generation": "-" if info.generation is None else f"v{info.generation}",
             "requests": "-" if info.requests is None else str(info.requests), "cost": _cost(info.cost_usd),
             "size": humane_size(info.size), "cwd": "(unreadable)" if info.error is not None else info.cwd or "-"}

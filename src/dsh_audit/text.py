@@ -19,13 +19,20 @@ isolates reorder what follows them. Any of them could forge an "ok" row over a F
   everything else `printable` escapes is escaped. Log text in a view has been through `display` already, so
   it holds no ESC of its own; a view that forgot that still cannot move the cursor or write the clipboard.
 
+* `clip`, `head`, `tail`: text cut short, by every view that cuts it, on whole characters as a reader sees
+  them (below), in code points or in terminal cells.
+
 Backslashes are never escaped: `display` is idempotent, so text may pass through it more than once.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
+from collections.abc import Iterator
 from typing import Any
+
+from rich.cells import cell_len
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 # C0 but newline and tab, DEL and C1, the line and paragraph separators, bidi embeddings, overrides and
@@ -74,3 +81,96 @@ def utf8_safe(text: str) -> str:
 def printable_row(row: dict[str, Any]) -> dict[str, Any]:
     """A machine-format row (CSV, JSON, Parquet) Arrow can hold: lone surrogates escaped, nothing else."""
     return {key: utf8_safe(value) if isinstance(value, str) else value for key, value in row.items()}
+
+
+# -- cutting text short -------------------------------------------------------------------------------------
+# Every excerpt a view shows is cut here, on what a reader sees as one character (a grapheme, near enough for a
+# cut): never inside a base and its combining marks, a variation selector, an emoji's skin tone or tag
+# sequence, a ZWJ sequence (👩‍💻), a flag's pair of regional indicators, CR LF, or a surrogate pair.
+_ZWJ = "\u200d"
+_FLAG_RUN = 1024   # regional indicators counted back to pair a flag; no real text has a longer run
+
+
+def _attaches(char: str) -> bool:
+    """`char` belongs to the character before it: a combining mark or enclosing keycap (categories M*), a
+    variation selector, an emoji modifier, a tag character, the ZWJ itself, or a low surrogate."""
+    return (unicodedata.category(char)[0] == "M" or char == _ZWJ or "\U0001f3fb" <= char <= "\U0001f3ff"
+            or "\U000e0020" <= char <= "\U000e007f" or "\udc00" <= char <= "\udfff")
+
+
+def _regional(char: str) -> bool:
+    return "\U0001f1e6" <= char <= "\U0001f1ff"
+
+
+def is_boundary(text: str, index: int) -> bool:
+    """Whether cutting `text` at `index` keeps every character whole (see above)."""
+    if index <= 0 or index >= len(text):
+        return True
+    before, after = text[index - 1], text[index]
+    if _attaches(after) or before == _ZWJ or (before, after) == ("\r", "\n"):
+        return False
+    if _regional(before) and _regional(after):   # flags pair from the start of a run of regional indicators
+        run = 0   # counted back at most _FLAG_RUN: a hostile run of them costs no more than that per cut
+        while index - run > 0 and run < _FLAG_RUN and _regional(text[index - run - 1]):
+            run += 1
+        return run % 2 == 0
+    return True
+
+
+def _characters(text: str, *, backwards: bool = False) -> Iterator[tuple[int, int]]:
+    """(start, end) of each character as a reader sees it, from the start or from the end of `text`."""
+    if backwards:
+        end = len(text)
+        for start in range(len(text) - 1, -1, -1):
+            if is_boundary(text, start):
+                yield start, end
+                end = start
+    else:
+        start = 0
+        for end in range(1, len(text) + 1):
+            if is_boundary(text, end):
+                yield start, end
+                start = end
+
+
+def _size(text: str, cells: bool) -> int:
+    """Code points, or the terminal cells the views measure (rich's, which may count a whole emoji sequence)."""
+    return cell_len(text) if cells else len(text)
+
+
+def first_character(text: str) -> str:
+    """What a reader sees as the first character of `text`: a code point and all that attaches to it."""
+    return next((text[start:end] for start, end in _characters(text)), "")
+
+
+def head(text: str, limit: int, *, cells: bool = False) -> str:
+    """The longest start of `text` of whole characters within `limit` code points (terminal cells with `cells`)."""
+    used, fits = 0, 0
+    for start, end in _characters(text):
+        used += _size(text[start:end], cells)
+        if used > limit:
+            break
+        fits = end
+    return text[:fits]
+
+
+def tail(text: str, limit: int, *, cells: bool = False) -> str:
+    """The longest end of `text` of whole characters within `limit` code points (terminal cells with `cells`)."""
+    used, fits = 0, len(text)
+    for start, end in _characters(text, backwards=True):
+        used += _size(text[start:end], cells)
+        if used > limit:
+            break
+        fits = start
+    return text[fits:]
+
+
+def clip(text: str, limit: int, *, cells: bool = False, keep_end: bool = False, mark: str = "…") -> str:
+    """`text` within `limit` code points (terminal cells with `cells`), `mark` counted in, where it was cut (at
+    the start with `keep_end`), on whole characters."""
+    if _size(text, cells) <= limit:
+        return text
+    room = limit - _size(mark, cells)
+    if room < 0:
+        return head(mark, limit, cells=cells)
+    return mark + tail(text, room, cells=cells) if keep_end else head(text, room, cells=cells) + mark

@@ -24,6 +24,7 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from .fastcheck import Check, SourceCompiler
+from .text import clip, head
 
 MAX_VIOLATIONS = 5  # per event: enough to diagnose, cheap on a log that is wrong everywhere
 _SHORT = 60  # longest rendering of a value inside a message
@@ -230,7 +231,7 @@ def _pointer(prefix: str, path: Iterable[str | int]) -> str:
 
 def _short(value: Any) -> str:
     text = json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= _SHORT else text[: _SHORT - 1] + "…"
+    return clip(text, _SHORT)
 
 
 _JSON_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"), (list, "array"),
@@ -268,7 +269,7 @@ def _violations(error: ValidationError, prefix: str) -> Iterator[SchemaViolation
     elif keyword in ("not", None):  # a `not` or `false` schema: the key must be absent
         yield SchemaViolation(where, "key not allowed")
     else:
-        yield SchemaViolation(where, error.message.replace("\n", " ")[:120])
+        yield SchemaViolation(where, head(error.message.replace("\n", " "), 120))
 
 
 def _check(validator: Draft202012Validator, instance: Any, prefix: str = "",

@@ -62,13 +62,14 @@ REQUEST_COLUMNS: dict[str, Any] = {
     "model": pl.String, "inherited": pl.Boolean, "inputTokens": pl.Int64, "cacheReadTokens": pl.Int64,
     "outputTokens": pl.Int64, "reasoningTokens": pl.Int64, "estimatedTokens": pl.Int64, "hitRatio": pl.Float64,
     "expectedBasis": pl.String,
-    "expectedPrefixTokens": pl.Int64, "expectedCacheReadTokens": pl.Int64, "withinBlock": pl.Boolean,
+    "expectedPrefixTokens": pl.Int64, "expectedCacheReadTokens": pl.Int64, "previousCacheReadTokens": pl.Int64,
+    "withinBlock": pl.Boolean,
     "approximate": pl.Boolean, "collapse": pl.Boolean, "cause": pl.String, "causeDetail": pl.String,
     "collapseCostUsd": pl.Float64, "costUsd": pl.Float64, "priceModel": pl.String, "priceTier": pl.String,
     "note": pl.String,
 }
 # Kept while a log is read, dropped once the block size is known: the judgement needs them.
-_WORKING_COLUMNS: dict[str, Any] = {"_first": pl.Boolean, "_previousReads": pl.Int64, "_missPremium": pl.Float64}
+_WORKING_COLUMNS: dict[str, Any] = {"_first": pl.Boolean, "_missPremium": pl.Float64}
 _SUMS = ("inputTokens", "cacheReadTokens", "outputTokens", "reasoningTokens")
 LOG_COLUMNS: dict[str, Any] = {
     "log": pl.String, "generation": pl.Int64, "sessionId": pl.String, "model": pl.String, "requests": pl.Int64,
@@ -253,7 +254,8 @@ def title_wire_body(call: OtherCall) -> str | None:
 
 class _LogRows:
     """The call rows of one log, in order, with what the judgement of each request needs once the block size is
-    known: whether it is the log's first request, its predecessor's read, and the premium of a missed token."""
+    known: whether it is the log's first request and the premium of a missed token; and its predecessor's read,
+    which a collapse is judged against and shown with."""
 
     def __init__(self, source: LogSource, options: CacheOptions, real: RealHeader, log_calls: Iterable[Call]
                  ) -> None:
@@ -312,7 +314,7 @@ class _LogRows:
             "model": request.model, "inherited": request.inherited, **priced,
             "expectedBasis": expected.basis, "expectedPrefixTokens": expected.prefix_tokens,
             "approximate": expected.approximate, "cause": cause, "causeDetail": detail,
-            "note": "; ".join(notes) or None, "_first": self.first, "_previousReads": self.previous_reads,
+            "note": "; ".join(notes) or None, "_first": self.first, "previousCacheReadTokens": self.previous_reads,
         }
         if self.options.wire:
             row["wireBody"] = wire_body(request, self.real)
@@ -364,7 +366,7 @@ def judge(frame: pl.DataFrame, block: int, ratio: float) -> pl.DataFrame:
     """Round the expected reads to whole blocks and judge each request of one log: within one block of the
     logged read? a collapse (below `ratio` of its predecessor's read or of the expected one)? what it cost?"""
     request = pl.col("kind") == "request"
-    reads, previous = pl.col("cacheReadTokens"), pl.col("_previousReads")
+    reads, previous = pl.col("cacheReadTokens"), pl.col("previousCacheReadTokens")
     expected = (pl.col("expectedPrefixTokens") // block) * block
     frame = frame.with_columns(expectedCacheReadTokens=expected)
     expected = pl.col("expectedCacheReadTokens")

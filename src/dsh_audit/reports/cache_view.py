@@ -1,5 +1,6 @@
-"""The terminal view of cache-report: per log a heading, one compact row per model call, its notes once, a
-line that sums it up; then a closing summary naming the collapses, the worst ones, the unexplained ones (with
+"""The terminal view of cache-report: per log a heading, one compact row per model call (a collapse with the
+read it collapsed from), its notes once, each collapse's verdict (reports.verdict, as explain words it), a line
+that sums it up; then a closing summary naming the collapses, the worst ones, the unexplained ones (with
 the `audit explain` command that shows why) and what they cost."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import polars as pl
 
 from .cache_report import UNEXPLAINED, CacheReport
 from .render import rows_by
+from .verdict import verdict
 from .views import (
     EMPTY,
     Column,
@@ -45,6 +47,9 @@ COLUMNS = (
     Column("seq", lambda r: str(r["seq"]), rank=5, right=True),
     Column("input", lambda r: count(r["inputTokens"]), rank=1, right=True),
     Column("cache read", lambda r: count(r["cacheReadTokens"]), right=True),
+    # What a collapse collapsed from: its predecessor's read (a read above the expected one can still be one);
+    # shown for a log with a collapse.
+    Column("was", lambda r: count(r["previousCacheReadTokens"]) if r["collapse"] else "", rank=2, right=True),
     Column("hit", lambda r: percent(r["hitRatio"]), right=True),
     Column("expected", lambda r: count(r["expectedCacheReadTokens"]), rank=2, right=True),
     Column("output", lambda r: count(r["outputTokens"]), rank=4, right=True),
@@ -64,14 +69,15 @@ def render(report: CacheReport, term: Terminal, *, wide: bool = False) -> str:
     for log in report.logs.to_dicts():
         calls = calls_of((log["log"],)).to_dicts()
         lines += _heading(log, term)
-        lines += table(calls, COLUMNS, width=term.width, wide=wide, emphasis=lambda row, text: _emphasis(
+        shown = COLUMNS if any(row["collapse"] for row in calls) else [c for c in COLUMNS if c.title != "was"]
+        lines += table(calls, shown, width=term.width, wide=wide, emphasis=lambda row, text: _emphasis(
             row, text, term))
         for note in (log["notes"] or "").split("; "):
             if note:
                 lines += wrap(f"note: {note}", term.width)
         for row in calls:
             if row["collapse"]:
-                lines += wrap(f"why {call_name(row)}: {explain_command(row)}", term.width)
+                lines += wrap(f"{call_name(row)}: {verdict(row).text}; why: {explain_command(row)}", term.width)
         lines += wrap(_log_line(log), term.width)
         lines.append("")
     lines += unreadable_lines(report.unreadable, term)

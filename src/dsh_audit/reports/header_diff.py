@@ -28,6 +28,7 @@ from ..readers import open_logs
 from ..readers.discover import Skipped, Unreadable, read_each
 from ..readers.progress import watching
 from ..records import LogSource
+from ..text import clip
 from ..walker import Walker
 from .render import rows_frame
 
@@ -215,7 +216,7 @@ def _unverifiable(fld: str, old: Any, new: Any) -> Change:
 
 def _short(value: Any, limit: int = 60) -> str | None:
     text = _text(value)
-    return text if text is None or len(text) <= limit else text[:limit] + "…"
+    return text if text is None else clip(text, limit + 1)
 
 
 def _diff_system(old: Any, new: Any) -> list[Change]:

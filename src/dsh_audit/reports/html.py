@@ -24,10 +24,11 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from ..readers.discover import Unreadable
-from ..text import printable
+from ..text import clip, printable
 from .cache_report import UNEXPLAINED, CacheReport
 from .cache_view import call_name
 from .render import rows_by, rows_frame
+from .verdict import verdict
 from .views import cost, count, located_error, percent, shown_path, side_calls, usd
 
 if TYPE_CHECKING:
@@ -71,10 +72,7 @@ def esc(value: Any) -> str:
 def label_text(value: Any, limit: int = TEXT_LIMIT) -> str:
     """Log-derived text for a plotly label: plotly reads a few HTML tags and entities in labels, so the text is
     entity-escaped (plotly decodes &amp; &lt; &gt; back for display), and cut to `limit` characters."""
-    text = printable(str(value))
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
-    return html.escape(text, quote=False)
+    return html.escape(clip(printable(str(value)), limit), quote=False)
 
 
 def script_json(value: Any) -> str:
@@ -294,18 +292,11 @@ def _colour(cause: str) -> str:
 def _collapse_label(row: dict[str, Any]) -> str:
     lines = [f"collapse at {call_name(row)} · seq {row['seq']}",
              f"cause: {label_text(row['cause'] or UNEXPLAINED, 80)}",
-             f"read {count(row['cacheReadTokens'])} of {count(_prompt(row))}, expected "
-             f"{count(row['expectedCacheReadTokens'])}",
+             label_text(verdict(row).text, 200),
              f"cost lost: {usd(row['collapseCostUsd'])}"]
     if row["causeDetail"]:
         lines.insert(2, label_text(row["causeDetail"]))
     return "<br>".join(lines)
-
-
-def _prompt(row: dict[str, Any]) -> int | None:
-    if row["inputTokens"] is None and row["cacheReadTokens"] is None:
-        return None
-    return int((row["inputTokens"] or 0) + (row["cacheReadTokens"] or 0))
 
 
 def _money_format(most: float) -> str:
@@ -470,12 +461,14 @@ def _collapse_table(plot: SessionPlot) -> str:
         rows.append(f'<tr><td>{esc(call_name(row))}</td><td class="n">{esc(row["seq"])}</td>'
                     f'<td class="{"bad" if cause == UNEXPLAINED else ""}">{esc(cause)}</td>'
                     f'<td>{esc(row["causeDetail"] or "")}</td><td class="n">{esc(count(row["cacheReadTokens"]))}</td>'
+                    f'<td class="n">{esc(count(row["previousCacheReadTokens"]))}</td>'
                     f'<td class="n">{esc(count(row["expectedCacheReadTokens"]))}</td>'
                     f'<td class="n">{esc(usd(row["collapseCostUsd"]))}</td></tr>')
     more = len(plot.collapse_rows) - COLLAPSES_LISTED
     tail = f'<p class="note">and {more} more (all are plotted)</p>' if more > 0 else ""
     return (f'<details><summary>{plot.collapses} collapse(s)</summary><table><thead><tr><th>call</th>'
-            '<th class="n">seq</th><th>cause</th><th>detail</th><th class="n">read</th><th class="n">expected</th>'
+            '<th class="n">seq</th><th>cause</th><th>detail</th><th class="n">read</th><th class="n">was</th>'
+            '<th class="n">expected</th>'
             f'<th class="n">cost lost</th></tr></thead><tbody>{"".join(rows)}</tbody></table>{tail}</details>')
 
 

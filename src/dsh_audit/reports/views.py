@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import click
-from rich.cells import cell_len, chop_cells
+from rich.cells import cell_len
 
-from ..text import display, for_terminal
+from ..text import clip, display, first_character, for_terminal, head
 
 COLOR_CHOICES = ("auto", "always", "never")
 EMPTY = "–"
@@ -183,14 +183,9 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[Column], *, width: i
 
 
 def _cut(text: str, width: int, *, keep_end: bool = False) -> str:
-    """`text` in at most `width` cells, an ellipsis where it was cut (at the start with `keep_end`)."""
-    if cell_len(text) <= width:
-        return text
-    if width <= 1:
-        return "…"[:width]
-    if keep_end:
-        return "…" + chop_cells(text[::-1], width - 1)[0][::-1]
-    return chop_cells(text, width - 1)[0] + "…"
+    """`text` in at most `width` cells, an ellipsis where it was cut (at the start with `keep_end`), on whole
+    characters (dsh_audit.text.clip)."""
+    return clip(text, width, cells=True, keep_end=keep_end)
 
 
 def _pad(text: str, width: int, right: bool) -> str:
@@ -262,7 +257,7 @@ def wrap(text: str, width: int, indent: str = "  ") -> list[str]:
             lines.append(prefix + line)
             prefix = continued
         while len(token) > 1 and cell_len(prefix + token) > width:   # a word wider than a line: what fits first
-            piece = chop_cells(token, max(1, width - cell_len(prefix)))[0] or token[0]
+            piece = head(token, max(1, width - cell_len(prefix)), cells=True) or first_character(token)
             lines.append(prefix + piece)
             token, prefix = token[len(piece):], continued
         line = token
