@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from dsh_audit.cli import main
-from dsh_audit.deepseek_wire import ASSISTANT, DEFAULT_IMAGE_MODELS
+from dsh_audit.deepseek_wire import DEFAULT_IMAGE_MODELS
 from dsh_audit.fold import RebuiltRequest
 from dsh_audit.readers import discover, open_logs
 from dsh_audit.reports.cache_report import CacheOptions, agreement, build_cache_report, calls, log_rows, measure_block
@@ -288,10 +288,10 @@ def test_on_the_corpus_segment_wise_counting_equals_counting_the_whole_texts() -
                 assert now == reference_prompt(request, RealHeader()), f"{path} {request.turn}.{request.step}"
                 if previous is not None and previous[0].model == request.model:
                     before, before_answer = previous
-                    context = linear_prompt(before, RealHeader()).removesuffix(ASSISTANT) + (
-                        ASSISTANT if before_answer is None else answer_segment(before_answer, before.model))
-                    extends = request.extends_previous
-                    shared = predictor.count_shared(before, before_answer, request, extends).prefix_tokens
+                    prompt = predictor.prompt(before.parts, before.model)
+                    context = linear_prompt(before, RealHeader()) + (
+                        "" if before_answer is None else answer_segment(before_answer, before.model, prompt.mode))
+                    shared = predictor.count_shared(before, before_answer, request).prefix_tokens
                     assert shared == common_prefix_length(token_ids(context), token_ids(now)), str(path)
                     compared += 1
                 previous = (request, answer)
