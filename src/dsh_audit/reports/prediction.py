@@ -175,14 +175,15 @@ def wire_body(request: RebuiltRequest, real: RealHeader) -> str | None:
 @dataclass(slots=True)
 class _Prompt:
     """A request's prompt as the template renders it: the head (header system prompt, leading system messages,
-    tools), then one segment per later message, with the running token count before each segment."""
+    tools), then one segment per later message. Its tokens are counted only as far as a comparison asks."""
 
     parts: RequestParts
     model: Any
     mode: TemplateMode
     absorbed: int               # leading messages the head holds
     segments: list[str]
-    totals: list[int]           # totals[k]: tokens of segments[:k]
+    keys: list[Any]             # each segment's memo key (the head's: None)
+    totals: list[int]           # totals[k]: tokens of segments[:k], for k up to as far as counted
     settled: int                # segments that stay as they are while the prompt only grows
     scrubbed_head: bool         # a "{{system}}" head with no real prompt supplied
     origin: RequestParts | None   # the prompt it grew from, whose first `reused` segments it shares
@@ -197,7 +198,9 @@ class Predictor:
         self.previous: RebuiltRequest | None = None
         self.previous_answer: Any = None
         self._wire: dict[bytes, list[Any]] = {}                          # message -> its wire messages
-        self._segments: dict[tuple[Any, ...], tuple[str, int]] = {}     # (message, context) -> (segment, tokens)
+        self._segments: dict[tuple[Any, ...], str] = {}    # (message, context) -> its segment
+        self._counts: dict[tuple[Any, ...], int] = {}      # (message, context) -> its segment's tokens
+        self._head_count: tuple[str, int] = ("", 0)
         self._surface: list[bytes] | None = None                         # the surface list the memos were pruned to
         self._envelope: tuple[HeaderSnapshot, _Envelope] | None = None
         self._last: _Prompt | None = None                                # the prompt rendered last
@@ -255,7 +258,7 @@ class Predictor:
         else:   # the previous prompt is all shared: the cache holds the answer after it
             ending = "" if answer is None else answer_segment(answer, previous.model, old.mode)
         following = new.segments[index] if index < len(new.segments) else ""
-        expected = old.totals[index] + common_prefix_length(token_ids(ending), token_ids(following))
+        expected = self.tokens_before(old, index) + common_prefix_length(token_ids(ending), token_ids(following))
         return Expectation(expected, TOKENIZED, approximate, notes)
 
     def prompt(self, parts: RequestParts, model: Any) -> _Prompt:
@@ -270,14 +273,33 @@ class Predictor:
         self._last = self._render(parts, model, last if grown else None)
         return self._last
 
+    def tokens_before(self, prompt: _Prompt, index: int) -> int:
+        """The tokens of the prompt's first `index` segments, each segment counted once per rendering in the log."""
+        totals = prompt.totals
+        while len(totals) <= index:
+            k = len(totals) - 1
+            key, segment = prompt.keys[k], prompt.segments[k]
+            if key is None:
+                if self._head_count[0] is not segment:
+                    self._head_count = (segment, count_tokens(segment))
+                count = self._head_count[1]
+            else:
+                count = self._counts.get(key, -1)
+                if count < 0:
+                    count = self._counts[key] = count_tokens(segment)
+            totals.append(totals[-1] + count)
+        return totals[index]
+
     def _render(self, parts: RequestParts, model: Any, grown_from: _Prompt | None) -> _Prompt:
         mode = self._envelope_of(parts.header).mode
         if grown_from is None:
             head, absorbed, scrubbed = self._head(parts, model)
-            segments, totals, start = [head], [0, count_tokens(head)], absorbed
+            keys: list[Any] = [None]   # the head has no memo key
+            segments, totals, start, kept = [head], [0], absorbed, 0
         else:
             absorbed, scrubbed, kept = grown_from.absorbed, grown_from.scrubbed_head, grown_from.settled
-            segments, totals = grown_from.segments[:kept], grown_from.totals[:kept + 1]
+            segments, keys = grown_from.segments[:kept], grown_from.keys[:kept]
+            totals = grown_from.totals[:kept + 1]
             start = absorbed + kept - 1
         roles = [[message.get("role") for message in self._wire_of(parts.message(k), model)]
                  for k in range(start, len(parts))]
@@ -296,18 +318,18 @@ class Predictor:
         for k, wire_roles in enumerate(roles):
             message = parts.message(start + k)
             key = (message, before in USER_SIDE, after[k], later_user[k], mode)
-            known = self._segments.get(key)
-            if known is None:
-                text = "".join(render_messages(self._wire_of(message, model), mode, before=before, after=after[k],
-                                               later_user=later_user[k]))
-                known = self._segments[key] = (text, count_tokens(text))
+            segment = self._segments.get(key)
+            if segment is None:
+                segment = self._segments[key] = "".join(render_messages(
+                    self._wire_of(message, model), mode, before=before, after=after[k], later_user=later_user[k]))
             if any(role in USER_SIDE for role in wire_roles):
                 settled = len(segments)   # from the last user turn on, a longer prompt may render differently
-            segments.append(known[0])
-            totals.append(totals[-1] + known[1])
+            segments.append(segment)
+            keys.append(key)
             before = wire_roles[-1] if wire_roles else before
-        return _Prompt(parts, model, mode, absorbed, segments, totals, settled if len(segments) > 1 else 0, scrubbed,
-                       None if grown_from is None else grown_from.parts, 0 if grown_from is None else kept)
+        return _Prompt(parts, model, mode, absorbed, segments, keys, totals, settled if len(segments) > 1 else 0,
+                       scrubbed, None if grown_from is None else grown_from.parts, kept)
+
     def _envelope_of(self, header: HeaderSnapshot) -> _Envelope:
         if self._envelope is None or self._envelope[0] is not header:
             self._envelope = (header, _envelope(header, self.real))
@@ -347,7 +369,8 @@ class Predictor:
         self._surface = parts.surface
         keep = set(parts.surface) | set(parts.prefix)
         self._wire = {message: wire for message, wire in self._wire.items() if message in keep}
-        self._segments = {key: known for key, known in self._segments.items() if key[0] in keep}
+        self._segments = {key: segment for key, segment in self._segments.items() if key[0] in keep}
+        self._counts = {key: count for key, count in self._counts.items() if key[0] in keep}
 
 
 def answer_segment(answer: Any, model: Any, mode: TemplateMode) -> str:
@@ -378,7 +401,7 @@ def prompt_tokens(request: RebuiltRequest, real: RealHeader) -> int | None:
     prompt = predictor.prompt(request.parts, request.model)
     if prompt.scrubbed_head or predictor._envelope_of(request.parts.header).approximate or request.prefix == "scrubbed":
         return None
-    return prompt.totals[-1] + PROVIDER_FRAMING_TOKENS
+    return predictor.tokens_before(prompt, len(prompt.segments)) + PROVIDER_FRAMING_TOKENS
 
 
 def reference_prompt(request: RebuiltRequest, real: RealHeader) -> str:
