@@ -206,6 +206,13 @@ def test_without_tools_reasoning_is_dropped_before_the_last_user_turn_and_chat_m
         "<｜begin▁of▁sentence｜>Reasoning Effort: Absolute maximum")
 
 
+def test_call_arguments_nested_too_deep_to_read_back_are_sent_as_one_raw_parameter() -> None:
+    deep = '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    call = {"type": "tool-call", "id": "c1", "name": "read", "arguments": deep}
+    prompt = wire_prompt_text(to_wire_body(request(user(text("q")), assistant(call))))
+    assert f'<｜DSML｜parameter name="arguments" string="true">{deep}</｜DSML｜parameter>' in prompt
+
+
 # --- differential against the published adapter ------------------------------------------------------------
 
 def _log_requests(path: Path) -> list[dict[str, Any]]:

@@ -300,13 +300,16 @@ def head_segment(system_texts: list[str], tools: list[Json] | None, mode: Templa
 
 
 def _parameters(arguments: Json) -> str:
-    """A call's arguments as DSML parameters: a JSON object's members, anything else as one `arguments`."""
+    """A call's arguments as DSML parameters: a JSON object's members, anything else (or JSON nested too deep to
+    read back) as one `arguments`."""
     try:
         values = json.loads(arguments) if isinstance(arguments, str) else None
-    except ValueError:
-        values = None
-    if not isinstance(values, dict):
-        values = {"arguments": arguments}
+        return _dsml_parameters(values) if isinstance(values, dict) else _dsml_parameters({"arguments": arguments})
+    except (ValueError, RecursionError):
+        return _dsml_parameters({"arguments": arguments})
+
+
+def _dsml_parameters(values: dict[str, Json]) -> str:
     return "\n".join(f'<{DSML}parameter name="{name}" string="{"true" if isinstance(value, str) else "false"}">'
                      f'{value if isinstance(value, str) else _json(value)}</{DSML}parameter>'
                      for name, value in values.items())
