@@ -141,7 +141,7 @@ class CacheReport:
     requests: pl.DataFrame
     logs: pl.DataFrame
     totals: pl.DataFrame
-    block: int = DEFAULT_BLOCK
+    block: int = DEFAULT_BLOCK      # the block every log was judged by, or the smallest one a log measured
     block_basis: str = ""
     unreadable: list[Unreadable] = field(default_factory=list)   # logs left out, each with why (read_each)
     skipped: list[Skipped] = field(default_factory=list)         # older generations left out, as dsh does
