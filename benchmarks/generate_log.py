@@ -35,6 +35,8 @@ import orjson
 import zstandard
 
 import synth_content as synth
+from dsh_audit.deepseek_wire import to_wire_body, wire_prompt_segments
+from dsh_audit.tokens import count_tokens
 from logio import PACKED_TYPES
 
 PROVIDER, MODEL = "deepseek-official", "deepseek-v4-pro"
@@ -60,6 +62,14 @@ def parse_size(text: str) -> int:
         raise argparse.ArgumentTypeError(f"bad size {text!r}: use e.g. 10MB, 100MB, 1GB")
     return int(float(match.group(1)) * UNITS[(match.group(2) or "B").upper()])
 
+
+
+def head_tokens(system: str, tools: list[Any]) -> int:
+    """Tokens of the prompt's head as DeepSeek's V4 template renders it (the system prompt, then the template's
+    tool block): what a compaction or a tool appended at the end keeps cached. Counted, not estimated, as
+    cache-report counts it at a prefix break."""
+    body = to_wire_body({"model": MODEL, "system": system, "tools": tools, "messages": [], **CONFIG})
+    return count_tokens(wire_prompt_segments(body)[0])
 
 class LogWriter:
     """Appends events with contiguous seq and monotone time; lines are flushed in batches (zstd: one frame each).
@@ -399,6 +409,7 @@ class SessionSim:
         self.system = synth.system_prompt(rng, CWD)
         self.tools = synth.tool_schemas()
         self.header_bytes = len(json.dumps([self.system, self.tools]))
+        self.head_tokens = head_tokens(self.system, self.tools)
         self.nodes: list[int] = []
         self.node_info: dict[int, tuple[int, bool]] = {}  # live seq -> (line bytes, ends a turn)
         self.surface_bytes = 0
@@ -406,7 +417,7 @@ class SessionSim:
         self.turn = 0
         self.header_logged = False
         self.changed = self.pruned = self.compacted = False
-        self.break_prefix: int | None = self.header_bytes  # prompt bytes before the earliest break since the last call
+        self.break_prefix: int | None = self.head_tokens  # prompt tokens before the earliest break since the last call
         self.previous = (0, 0, 0)                # the previous call's prompt and output tokens, and its turn
         self.steer_seq: int | None = None
         self.stats = {"turns": 0, "steps": 0, "attempts": 0, "compactions": 0, "prunes": 0}
@@ -518,6 +529,7 @@ class SessionSim:
                 self.tools = [*self.tools, synth.added_tool_schema()]
                 self.changed = True
                 self.header_bytes = len(json.dumps([self.system, self.tools]))
+                self.head_tokens = head_tokens(self.system, self.tools)
             header = {"config": dict(CONFIG), "adapterDefaults": dict(ADAPTER_DEFAULTS), "system": self.system,
                       "tools": self.tools}
             self.w.event("request/header", {"header": header, "reason": reason})
@@ -590,7 +602,7 @@ class SessionSim:
         prompt = (self.surface_bytes + self.header_bytes) // 4   # tokens, by the ~4 bytes per token rule
         previous_prompt, previous_output, previous_turn = self.previous
         if self.break_prefix is not None:
-            shared = self.break_prefix // 4
+            shared = self.break_prefix
         else:
             shared = previous_prompt + (previous_output if turn == previous_turn else 0)
         cached = min(shared, prompt) // CACHE_BLOCK * CACHE_BLOCK
@@ -700,8 +712,10 @@ class SessionSim:
         return True
 
     def broke(self, prefix_bytes: int) -> None:
-        """The prompt changes after its first `prefix_bytes` bytes (a header change, a compaction, a prune)."""
-        self.break_prefix = prefix_bytes if self.break_prefix is None else min(self.break_prefix, prefix_bytes)
+        """The prompt changes after its first `prefix_bytes` bytes (a header change, a compaction, a prune): the
+        header's counted tokens, then the ~4 bytes per token rule for the messages kept."""
+        tokens = self.head_tokens + (prefix_bytes - self.header_bytes) // 4
+        self.break_prefix = tokens if self.break_prefix is None else min(self.break_prefix, tokens)
 
     def splice(self, i: int, j: int, seq: int, nbytes: int) -> None:
         for old in self.nodes[i:j + 1]:

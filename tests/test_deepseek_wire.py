@@ -13,6 +13,8 @@ import pytest
 
 from dsh_audit.deepseek_wire import (
     ASSISTANT,
+    TOOLS_CLOSING,
+    TOOLS_PREAMBLE,
     USER,
     project_images_for_text_model,
     text_only_image_text,
@@ -169,26 +171,46 @@ def test_scrubbed_tools_and_missing_messages_are_clear_errors() -> None:
         to_wire_body({"model": "m"})
 
 
-def test_prompt_segments_start_with_added_tokens_and_extend_as_prefix() -> None:
-    call = {"type": "tool-call", "id": "c1", "name": "read", "arguments": "{}"}
-    tools = [{"name": "t", "description": "", "parameters": {}}]
-    first = {**request(user(text("q"))), "system": "S", "tools": tools}
+def test_the_prompt_is_rendered_as_deepseek_v4s_chat_template() -> None:
+    """System prompt then the tool block; user and tool messages merged into one user turn; the call in DSML;
+    with tools, every assistant message keeps its reasoning and every turn opens with <think>."""
+    call = {"type": "tool-call", "id": "c1", "name": "read", "arguments": '{"path": "a.py", "lines": 2}'}
+    tools = [{"name": "read", "description": "Read", "parameters": {"type": "object"}}]
+    first = {**request(user(text("q")), user(text("more"))), "system": "S", "tools": tools}
     later = {**first, "messages": [*first["messages"], assistant({"type": "reasoning", "text": "r"}, call),
                                    tool_result("c1", text("out"))]}
     segments = wire_prompt_segments(to_wire_body(later))
-    assert segments[0].startswith("<｜begin▁of▁sentence｜>S\n\n## Tools\n")
-    assert [s[:len(USER)] for s in segments[1:2]] == [USER] and segments[-1] == ASSISTANT
-    assert "<think>r</think>" in segments[2] and segments[3].startswith("<｜tool▁output▁begin｜>out")
+    schema = '{"name": "read", "description": "Read", "parameters": {"type": "object"}}'
+    assert segments[0] == ("<｜begin▁of▁sentence｜>S\n\n" + TOOLS_PREAMBLE + schema + TOOLS_CLOSING)
+    assert segments[1:] == [
+        f"{USER}q\n\n", f"more{ASSISTANT}<think>",
+        'r</think>\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name="read">\n'
+        '<｜DSML｜parameter name="path" string="true">a.py</｜DSML｜parameter>\n'
+        '<｜DSML｜parameter name="lines" string="false">2</｜DSML｜parameter>\n'
+        "</｜DSML｜invoke>\n</｜DSML｜tool_calls><｜end▁of▁sentence｜>",
+        f"{USER}<tool_result>out</tool_result>{ASSISTANT}<think>"]
     without_generation = wire_prompt_text(to_wire_body(first), generation_prompt=False)
+    assert without_generation.endswith("more")
     assert wire_prompt_text(to_wire_body(later)).startswith(without_generation)
 
 
-def test_reasoning_dropped_only_before_last_user() -> None:
+def test_without_tools_reasoning_is_dropped_before_the_last_user_turn_and_chat_mode_has_none() -> None:
     turns = request(user(text("1")), assistant({"type": "reasoning", "text": "old"}, text("a")),
                     user(text("2")), assistant({"type": "reasoning", "text": "new"}, text("b")))
-    dropped = wire_prompt_text(to_wire_body(turns), history_reasoning="drop-before-last-user")
-    assert "old" not in dropped and "<think>new</think>" in dropped
-    assert "<think>old</think>" in wire_prompt_text(to_wire_body(turns))
+    assert wire_prompt_text(to_wire_body(turns)) == (
+        f"<｜begin▁of▁sentence｜>{USER}1{ASSISTANT}</think>a<｜end▁of▁sentence｜>"
+        f"{USER}2{ASSISTANT}<think>new</think>b<｜end▁of▁sentence｜>")
+    chat = wire_prompt_text(to_wire_body({**turns, "reasoningEffort": "off"}))
+    assert "old" not in chat and "new" not in chat and chat.endswith(f"{ASSISTANT}</think>b<｜end▁of▁sentence｜>")
+    assert wire_prompt_text(to_wire_body({**turns, "reasoningEffort": "max"})).startswith(
+        "<｜begin▁of▁sentence｜>Reasoning Effort: Absolute maximum")
+
+
+def test_call_arguments_nested_too_deep_to_read_back_are_sent_as_one_raw_parameter() -> None:
+    deep = '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    call = {"type": "tool-call", "id": "c1", "name": "read", "arguments": deep}
+    prompt = wire_prompt_text(to_wire_body(request(user(text("q")), assistant(call))))
+    assert f'<｜DSML｜parameter name="arguments" string="true">{deep}</｜DSML｜parameter>' in prompt
 
 
 # --- differential against the published adapter ------------------------------------------------------------

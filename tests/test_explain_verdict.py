@@ -83,9 +83,9 @@ def test_a_request_without_a_collapse_is_healthy_with_its_hit() -> None:
 def test_a_collapse_shows_the_read_it_collapsed_from_in_every_view(tmp_path: Path) -> None:
     code, out = explain(str(OVERVIEW), "2.1")
     assert code == 0   # a tools change the log records
-    assert out.splitlines()[1].startswith("collapse (header-change): read 384 (was 1,280), expected 128; hit 20.4 %")
+    assert out.splitlines()[1].startswith("collapse (header-change): read 384 (was 1,280), expected 384; hit 20.4 %")
     table = CliRunner().invoke(main, ["cache-report", str(OVERVIEW), "--color", "never"], env={"COLUMNS": "200"})
-    assert "2.1#1: collapse (header-change): read 384 (was 1,280), expected 128" in table.stdout
+    assert "2.1#1: collapse (header-change): read 384 (was 1,280), expected 384" in table.stdout
     lines = [line.split() for line in table.stdout.splitlines()]
     header = next(line for line in lines if line[:2] == ["call", "seq"])   # side-call rows and notes around it
     [collapsed] = [line for line in lines if line[:1] == ["2.1#1"]]
@@ -98,7 +98,7 @@ def test_a_collapse_shows_the_read_it_collapsed_from_in_every_view(tmp_path: Pat
     page = (tmp_path / "r.html").read_text(encoding="utf-8")
     assert '<th class="n">read</th><th class="n">was</th>' in page
     assert '<td class="n">384</td><td class="n">1.3K</td>' in page
-    assert "read 384 (was 1,280), expected 128" in page
+    assert "read 384 (was 1,280), expected 384" in page
 
 
 def test_an_unexplained_collapse_where_the_prompt_extends_is_the_provider_s_own_and_exit_1(tmp_path: Path) -> None:

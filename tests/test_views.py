@@ -64,11 +64,13 @@ def test_the_summary_names_the_collapses_their_cost_and_how_to_explain_them(tmp_
     collapsing_log(tmp_path)
     monkeypatch.chdir(tmp_path)
     _, out, _ = run("cache-report", "session.jsonl", columns=200)
-    summary = out.rstrip().splitlines()
-    assert "2 collapse(s), 1 unexplained" in summary[-4]
-    assert summary[-3].startswith("worst: session.jsonl 3.1#1 (header-change, $0.000044)")
-    assert summary[-2].startswith("unexplained: 5.1#1 lost $") and "audit explain session.jsonl 5.1#1" in summary[-2]
-    assert summary[-1].startswith("cache block 64 tokens (default: 2 non-zero cache read(s) logged")
+    lines = out.rstrip().splitlines()
+    block = next(index for index, line in enumerate(lines) if line.startswith("cache block"))
+    summary = lines[:block]
+    assert "2 collapse(s), 1 unexplained" in summary[-3]
+    assert summary[-2].startswith("worst: session.jsonl 3.1#1 (header-change, $0.000044)")
+    assert summary[-1].startswith("unexplained: 5.1#1 lost $") and "audit explain session.jsonl 5.1#1" in summary[-1]
+    assert lines[block].startswith("cache block 128 tokens (default: all 65 non-zero cache reads")
 
 
 @pytest.mark.parametrize("columns", [60, 80, 200])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from .errors import DshAuditError, LogRejected
@@ -211,93 +212,172 @@ def to_wire_body(request: Json, *, default_effort: str | None = None, deployment
     return body
 
 
-# --- Prompt linearization for cache-prefix prediction -------------------------------------------------------
-# Our own approximation of the server's chat template, built from the tokenizer's added tokens. Every segment
-# starts with an added token, which the tokenizer always splits on first, so the token ids of the whole prompt
-# are exactly the concatenation of each segment's ids (tokens.py relies on that for its per-segment cache).
+# --- The prompt the provider tokenizes: DeepSeek V4's chat template ----------------------------------------
+# Rendered from the template DeepSeek publishes with the V4 model weights (encoding/encoding_dsv4.py of
+# deepseek-ai/DeepSeek-V4-Flash), written here from its rules: the system prompt with the tool block after it,
+# consecutive user and tool messages merged into one user turn (a tool result as <tool_result>…</tool_result>,
+# parts joined by a blank line), tool calls in DSML, and the reasoning of an assistant message kept when the
+# request has tools or the message follows the last user turn (docs/deepseek-wire.md). The API does not publish
+# what it adds around this; cache-report's prompt count adds the framing fitted on real usage (reports.prediction).
 
 BOS = "<｜begin▁of▁sentence｜>"
 EOS = "<｜end▁of▁sentence｜>"
 USER = "<｜User｜>"
 ASSISTANT = "<｜Assistant｜>"
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
-SYSTEM_OPEN, SYSTEM_CLOSE = "<｜begin▁sys｜>", "<｜end▁sys｜>"
-CALLS_OPEN, CALLS_CLOSE = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
-CALL_OPEN, CALL_SEP, CALL_CLOSE = "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>"
-OUTPUT_OPEN, OUTPUT_CLOSE = "<｜tool▁output▁begin｜>", "<｜tool▁output▁end｜>"
+DSML = "｜DSML｜"
+RESULT_OPEN, RESULT_CLOSE = "<tool_result>", "</tool_result>"
+JOINT = "\n\n"   # between the parts of one user turn, and before the tool block and the tool calls
+USER_SIDE = frozenset({"user", "tool"})   # the roles the template merges into one user turn
+
+MAX_EFFORT_PREAMBLE = (
+    "Reasoning Effort: Absolute maximum with no shortcuts permitted.\n"
+    "You MUST be very thorough in your thinking and comprehensively decompose the problem to resolve the root "
+    "cause, rigorously stress-testing your logic against all potential paths, edge cases, and adversarial "
+    "scenarios.\n"
+    "Explicitly write out your entire deliberation process, documenting every intermediate step, considered "
+    "alternative, and rejected hypothesis to ensure absolutely no assumption is left unchecked.\n\n")
+TOOLS_PREAMBLE = f"""## Tools
+
+You have access to a set of tools to help answer the user's question. You can invoke tools by writing a \
+"<{DSML}tool_calls>" block like the following:
+
+<{DSML}tool_calls>
+<{DSML}invoke name="$TOOL_NAME">
+<{DSML}parameter name="$PARAMETER_NAME" string="true|false">$PARAMETER_VALUE</{DSML}parameter>
+...
+</{DSML}invoke>
+<{DSML}invoke name="$TOOL_NAME2">
+...
+</{DSML}invoke>
+</{DSML}tool_calls>
+
+String parameters should be specified as is and set `string="true"`. For all other types (numbers, booleans, \
+arrays, objects), pass the value in JSON format and set `string="false"`.
+
+If thinking_mode is enabled (triggered by {THINK_OPEN}), you MUST output your complete reasoning inside \
+{THINK_OPEN}...{THINK_CLOSE} BEFORE any tool calls or final response.
+
+Otherwise, output directly after {THINK_CLOSE} with tool calls or final response.
+
+### Available Tool Schemas
+
+"""
+TOOLS_CLOSING = "\n\nYou MUST strictly follow the above defined tool name and parameter schemas to invoke tool calls.\n"
 
 
-def _compact_json(value: Json) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+@dataclass(frozen=True, slots=True)
+class TemplateMode:
+    """What of a request's options the template reads. Thinking is on unless the body disables it: V4 thinks by
+    default (the corpus's bodies without `thinking` were answered with reasoning tokens)."""
+
+    thinking: bool = True
+    tools: bool = False      # with tools, every assistant message keeps its reasoning
+    max_effort: bool = False
 
 
-def _assistant_segment(message: Json, keep_reasoning: bool) -> str:
-    parts = [ASSISTANT]
-    if keep_reasoning and message.get("reasoning_content"):
-        parts += [THINK_OPEN, str(message["reasoning_content"]), THINK_CLOSE]
-    parts.append(str(message.get("content") or ""))
-    calls = message.get("tool_calls") or []
-    if calls:
-        parts.append(CALLS_OPEN)
-        for call in calls:
-            function = call.get("function", {})
-            parts += [CALL_OPEN, str(function.get("name")), CALL_SEP, str(function.get("arguments")),
-                      CALL_CLOSE]
-        parts.append(CALLS_CLOSE)
-    parts.append(EOS)
-    return "".join(parts)
+def template_mode(body: WireBody) -> TemplateMode:
+    thinking = (body.get("thinking") or {}).get("type") != "disabled"
+    return TemplateMode(thinking, bool(body.get("tools")), thinking and body.get("reasoning_effort") == "max")
 
 
-def wire_prompt_segments(body: WireBody, *, history_reasoning: str = "keep",
-                         generation_prompt: bool = True) -> list[str]:
-    """The prompt as the provider would see it, one string per wire message, in cache order.
+def _json(value: Json) -> str:
+    return json.dumps(value, ensure_ascii=False)
 
-    Order: leading system message(s) and the tool list form the first segment (templates put tools in the
-    system area, so a tool change invalidates everything after the system prompt), then one segment per
-    message. `history_reasoning="drop-before-last-user"` models templates that strip reasoning of assistant
-    turns older than the last user message; "keep" sends it as the wire body does.
-    """
-    if history_reasoning not in ("keep", "drop-before-last-user"):
-        raise ValueError("history_reasoning must be 'keep' or 'drop-before-last-user', "
-                         f"not {history_reasoning!r}")
+
+def tools_block(tools: list[Json]) -> str:
+    schemas = "\n".join(_json(tool.get("function")) for tool in tools)
+    return TOOLS_PREAMBLE + schemas + TOOLS_CLOSING
+
+
+def head_segment(system_texts: list[str], tools: list[Json] | None, mode: TemplateMode = TemplateMode()) -> str:
+    """The first segment: the leading system message(s), run together as the template renders each, with the tool
+    block after the first (an empty one stands in when there is none)."""
+    texts = list(system_texts) or [""]
+    if tools:
+        texts[0] += JOINT + tools_block(tools)
+    return BOS + (MAX_EFFORT_PREAMBLE if mode.max_effort else "") + "".join(texts)
+
+
+def _parameters(arguments: Json) -> str:
+    """A call's arguments as DSML parameters: a JSON object's members, anything else (or JSON nested too deep to
+    read back) as one `arguments`."""
+    try:
+        values = json.loads(arguments) if isinstance(arguments, str) else None
+        return _dsml_parameters(values) if isinstance(values, dict) else _dsml_parameters({"arguments": arguments})
+    except (ValueError, RecursionError):
+        return _dsml_parameters({"arguments": arguments})
+
+
+def _dsml_parameters(values: dict[str, Json]) -> str:
+    return "\n".join(f'<{DSML}parameter name="{name}" string="{"true" if isinstance(value, str) else "false"}">'
+                     f'{value if isinstance(value, str) else _json(value)}</{DSML}parameter>'
+                     for name, value in values.items())
+
+
+def _calls(calls: list[Json]) -> str:
+    invokes = []
+    for call in calls:
+        function = call.get("function") or {}
+        invokes.append(f'<{DSML}invoke name="{function.get("name")}">\n{_parameters(function.get("arguments"))}\n'
+                       f"</{DSML}invoke>")
+    return f"{JOINT}<{DSML}tool_calls>\n" + "\n".join(invokes) + f"\n</{DSML}tool_calls>"
+
+
+def render_message(message: Json, before: str | None, after: str | None, later_user: bool,
+                   mode: TemplateMode) -> str:
+    """One wire message after the leading system messages, given the roles of the wire messages around it
+    (`before`, `after`: None at either end) and whether a user or tool message follows it anywhere later. A
+    segment ends where the template puts an added token or a blank line, so a prompt's token ids are its
+    segments' ids joined (a part that itself starts with whitespace and a line break is the exception)."""
+    role = message.get("role")
+    content = str(message.get("content") or "")
+    if role == "assistant":
+        keep = mode.thinking and (mode.tools or not later_user)
+        reasoning = str(message.get("reasoning_content") or "") + THINK_CLOSE if keep else ""
+        calls = message.get("tool_calls")
+        return reasoning + content + (_calls(calls) if calls else "") + EOS
+    if role not in USER_SIDE:   # a later system message: its text as it is
+        return content
+    text = (USER if before not in USER_SIDE else "") + (
+        RESULT_OPEN + content + RESULT_CLOSE if role == "tool" else content)
+    if after in USER_SIDE:
+        return text + JOINT
+    if after in (None, "assistant"):   # the turn ends: the assistant's turn opens, thinking or not
+        return text + ASSISTANT + (THINK_OPEN if mode.thinking and (mode.tools or not later_user) else THINK_CLOSE)
+    return text
+
+
+def render_messages(messages: list[Json], mode: TemplateMode, *, before: str | None = None,
+                    after: str | None = None, later_user: bool = False) -> list[str]:
+    """`render_message` for a run of wire messages, given the roles around the run and whether a user or tool
+    message follows it."""
+    rendered = []
+    for index in range(len(messages) - 1, -1, -1):   # backwards, to know what follows each
+        message = messages[index]
+        rendered.append(render_message(
+            message, messages[index - 1].get("role") if index else before,
+            messages[index + 1].get("role") if index + 1 < len(messages) else after, later_user, mode))
+        later_user = later_user or message.get("role") in USER_SIDE
+    return rendered[::-1]
+
+
+def wire_prompt_segments(body: WireBody, *, generation_prompt: bool = True) -> list[str]:
+    """The prompt as the provider renders it, in cache order: the head (leading system messages and the tool
+    block), then one string per wire message. `generation_prompt=False` leaves off the assistant-turn opener
+    that ends a prompt after a user or tool message (what the provider caches of a prompt is followed by the
+    answer it generated)."""
     messages: list[Json] = list(body.get("messages") or [])
     leading: list[str] = []
     while messages and messages[0].get("role") == "system":
         leading.append(str(messages.pop(0).get("content") or ""))
-    segments = [head_segment(leading, body.get("tools"))]
-    last_user = max((i for i, message in enumerate(messages) if message.get("role") == "user"), default=-1)
-    for index, message in enumerate(messages):
-        keep = history_reasoning == "keep" or index > last_user
-        segments.append(message_segment(message, keep_reasoning=keep))
-    if generation_prompt:
-        segments.append(ASSISTANT)
+    mode = template_mode(body)
+    segments = [head_segment(leading, body.get("tools"), mode), *render_messages(messages, mode)]
+    if not generation_prompt and messages and messages[-1].get("role") in USER_SIDE:
+        segments[-1] = segments[-1].removesuffix(ASSISTANT + THINK_OPEN).removesuffix(ASSISTANT + THINK_CLOSE)
     return segments
 
 
-def head_segment(system_texts: list[str], tools: list[Json] | None) -> str:
-    """The first segment: the leading system message(s) and the tool list (templates put tools in the system
-    area, so a tool change invalidates everything after the system prompt)."""
-    head = BOS + "\n\n".join(system_texts)
-    if tools:
-        head += "\n\n## Tools\n" + "\n".join(_compact_json(tool.get("function")) for tool in tools)
-    return head
-
-
-def message_segment(message: Json, *, keep_reasoning: bool = True) -> str:
-    """One wire message after the leading system messages, as one segment."""
-    role = message.get("role")
-    content = str(message.get("content") or "")
-    if role == "assistant":
-        return _assistant_segment(message, keep_reasoning)
-    if role == "tool":
-        return OUTPUT_OPEN + content + OUTPUT_CLOSE
-    if role == "system":
-        return SYSTEM_OPEN + content + SYSTEM_CLOSE
-    return USER + content
-
-
-def wire_prompt_text(body: WireBody, *, history_reasoning: str = "keep",
-                     generation_prompt: bool = True) -> str:
-    """`wire_prompt_segments` joined: a deterministic linear form whose prefix is what the cache can reuse."""
-    return "".join(wire_prompt_segments(body, history_reasoning=history_reasoning,
-                                        generation_prompt=generation_prompt))
+def wire_prompt_text(body: WireBody, *, generation_prompt: bool = True) -> str:
+    """`wire_prompt_segments` joined: the text whose token prefix the provider's cache can reuse."""
+    return "".join(wire_prompt_segments(body, generation_prompt=generation_prompt))

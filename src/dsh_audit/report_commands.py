@@ -118,7 +118,7 @@ def _prices(prices_file: Path | None, flat: tuple[float | None, float | None, fl
 
 
 def _block_size(ctx: click.Context, param: click.Parameter, value: str) -> int | None:
-    """A positive number of tokens, or `auto` (None): measured from the logged reads."""
+    """A positive number of tokens, or `auto` (None): each log's own (cache_report.measure_block)."""
     if value == "auto":
         return None
     if value.isdigit() and int(value) > 0:
@@ -147,8 +147,9 @@ bad usage, 3 internal error, 130 interrupted.""")
 @click.option("--rows", type=click.Choice(ROW_KINDS), default="requests", show_default=True,
               help="Which rows the machine formats hold: one per model call, per log, or the totals.")
 @click.option("--block", metavar="auto|TOKENS", default="auto", show_default=True, callback=_block_size,
-              help="Cache-block size in tokens, or auto: the largest power of two (up to 1024) dividing every "
-                   "non-zero logged cache read, or 64 (DeepSeek's unit) with fewer than 3 of them.")
+              help="Cache-block size in tokens, or auto: 128 (every real DeepSeek cache read the project has is a "
+                   "multiple of it), unless a log's own non-zero reads are not all multiples of 128: then the "
+                   "largest power of two dividing them, for that log alone.")
 @click.option("--collapse-threshold", type=click.FloatRange(0, 1, min_open=True), default=0.5, show_default=True,
               help="A collapse: cache reads below this share of the predecessor's reads or of the expected read.")
 @click.option("--prices", "prices_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),

@@ -5,8 +5,8 @@ totals. Three DataFrames, one row kind each (CacheReport).
 
 Expected read (dsh_audit.reports.prediction): a request that extends its predecessor can read what the provider
 counted for the predecessor's prompt (and, within one turn, its answer); elsewhere the shared prefix is counted
-with the tokenizer. Rounded down to whole cache blocks, whose size is measured from the logged reads (`block`
-None) unless given.
+with the tokenizer. Rounded down to whole cache blocks: the given size, else 128 unless a log's own reads are not
+multiples of it (`measure_block`).
 
 A collapse is a read below `collapse_ratio` of the predecessor's read or of the expected read. Its cost is what
 the reads it lost (against the predecessor's read, or the expected one if more) cost more at the miss price
@@ -69,7 +69,7 @@ REQUEST_COLUMNS: dict[str, Any] = {
     "note": pl.String,
 }
 # Kept while a log is read, dropped once the block size is known: the judgement needs them.
-_WORKING_COLUMNS: dict[str, Any] = {"_first": pl.Boolean, "_missPremium": pl.Float64}
+_WORKING_COLUMNS: dict[str, Any] = {"_first": pl.Boolean, "_missPremium": pl.Float64, "_block": pl.Int64}
 _SUMS = ("inputTokens", "cacheReadTokens", "outputTokens", "reasoningTokens")
 LOG_COLUMNS: dict[str, Any] = {
     "log": pl.String, "generation": pl.Int64, "sessionId": pl.String, "model": pl.String, "requests": pl.Int64,
@@ -86,14 +86,14 @@ TOTAL_COLUMNS: dict[str, Any] = {"logs": pl.Int64, **{k: v for k, v in LOG_COLUM
 ROW_KINDS = ("requests", "logs", "totals")
 
 
-DEFAULT_BLOCK = 64        # DeepSeek's documented cache unit: the block when the logs show too few reads
-MEASURE_MIN_READS = 3     # non-zero logged reads needed to measure the block
-MEASURE_MAX_BLOCK = 1024
+DEFAULT_BLOCK = 128   # tokens; its basis, measured on the project's real logs with usage:
+BLOCK_BASIS = ("all 65 non-zero cache reads DeepSeek reported in the project's real logs (55 dsh corpus, 10 wild) "
+               "are multiples of 128")
 
 
 @dataclass(frozen=True, slots=True)
 class CacheOptions:
-    block: int | None = None        # cache-block size in tokens; None: measured from the logged reads
+    block: int | None = None        # cache-block size in tokens; None: each log's own (measure_block)
     collapse_ratio: float = 0.5     # a collapse: reads < ratio x predecessor's reads, or < ratio x expected
     prices: PriceTable | None = None   # None: DeepSeek's table (reports/data/deepseek-prices.json)
     message_prefix: str = "legacy"
@@ -114,17 +114,28 @@ class CacheOptions:
         return self.prices if self.prices is not None else default_table()
 
 
-def measure_block(reads: Iterable[int]) -> tuple[int, str]:
-    """The cache-block size the logged reads show: the largest power of two (at most MEASURE_MAX_BLOCK)
-    dividing every non-zero read. With fewer than MEASURE_MIN_READS of them, DeepSeek's documented unit."""
-    common, seen = 0, 0
+def measure_block(reads: Iterable[int]) -> int:
+    """The cache block of one log: the default, unless one of its own non-zero reads is not a multiple of it;
+    then the largest power of two dividing every one. Measured on the log alone, so a log is judged the same
+    whatever other logs are read with it."""
+    common = 0
     for value in reads:
         if value > 0:
-            common, seen = math.gcd(common, value), seen + 1
-    if seen < MEASURE_MIN_READS:
-        return DEFAULT_BLOCK, f"default: {seen} non-zero cache read(s) logged, {MEASURE_MIN_READS} needed to measure"
-    block = min(common & -common, MEASURE_MAX_BLOCK)
-    return block, f"measured: every one of {seen} non-zero cache reads is a multiple of {block}"
+            common = math.gcd(common, value)
+    return DEFAULT_BLOCK if common % DEFAULT_BLOCK == 0 else common & -common
+
+
+def report_block(blocks: list[tuple[str, int]]) -> tuple[int, str]:
+    """The report's block and its basis from each log's (label, measured block): the default when no log's own
+    reads contradict it, else the smallest block a log measured, naming the logs that measured one."""
+    measured = [(label, block) for label, block in blocks if block != DEFAULT_BLOCK]
+    if not measured:
+        return DEFAULT_BLOCK, f"default: {BLOCK_BASIS}; none here contradicts it"
+    named = ", ".join(f"{label} ({block})" for label, block in measured[:3]) + (
+        f" and {len(measured) - 3} more" if len(measured) > 3 else "")
+    return min(block for _, block in measured), (
+        f"measured per log: {DEFAULT_BLOCK}, the default, in {len(blocks) - len(measured)} log(s); a smaller "
+        f"block where a log's own non-zero reads are not all multiples of {DEFAULT_BLOCK}: {named}")
 
 
 @dataclass(slots=True)
@@ -134,7 +145,7 @@ class CacheReport:
     requests: pl.DataFrame
     logs: pl.DataFrame
     totals: pl.DataFrame
-    block: int = DEFAULT_BLOCK
+    block: int = DEFAULT_BLOCK      # the block every log was judged by, or the smallest one a log measured
     block_basis: str = ""
     unreadable: list[Unreadable] = field(default_factory=list)   # logs left out, each with why (read_each)
     skipped: list[Skipped] = field(default_factory=list)         # older generations left out, as dsh does
@@ -326,8 +337,7 @@ def log_rows(source: LogSource, options: CacheOptions, real: RealHeader | None =
     """The judged call rows of one log, in log order (`real`: content for scrubbed headers, default the
     options'); the block is the options' or measured from this log alone."""
     frame = _log_frame(source, options, real if real is not None else RealHeader(options.system, options.tools))
-    block = options.block or measure_block(frame["cacheReadTokens"].drop_nulls())[0]
-    return judge(frame, block, options.collapse_ratio).to_dicts()
+    return judge(with_block(frame, options)[0], options.collapse_ratio).to_dicts()
 
 
 def iter_log_rows(source: LogSource, options: CacheOptions, real: RealHeader | None = None
@@ -362,10 +372,17 @@ def _frame(rows: Iterator[dict[str, Any]], schema: dict[str, Any]) -> pl.DataFra
     return pl.concat(batches).sort("seq", maintain_order=True) if batches else pl.DataFrame(schema=schema)
 
 
-def judge(frame: pl.DataFrame, block: int, ratio: float) -> pl.DataFrame:
-    """Round the expected reads to whole blocks and judge each request of one log: within one block of the
-    logged read? a collapse (below `ratio` of its predecessor's read or of the expected one)? what it cost?"""
-    request = pl.col("kind") == "request"
+def with_block(frame: pl.DataFrame, options: CacheOptions) -> tuple[pl.DataFrame, int]:
+    """One log's unjudged rows with the cache block they are judged by: the options', else the log's own."""
+    block = options.block or measure_block(frame["cacheReadTokens"].drop_nulls())
+    return frame.with_columns(_block=pl.lit(block, pl.Int64)), block
+
+
+def judge(frame: pl.DataFrame, ratio: float) -> pl.DataFrame:
+    """Round the expected reads to whole blocks (each row's log's `_block`) and judge each request: within one
+    block of the logged read? a collapse (below `ratio` of its predecessor's read or of the expected one)? what
+    it cost?"""
+    request, block = pl.col("kind") == "request", pl.col("_block")
     reads, previous = pl.col("cacheReadTokens"), pl.col("previousCacheReadTokens")
     expected = (pl.col("expectedPrefixTokens") // block) * block
     frame = frame.with_columns(expectedCacheReadTokens=expected)
@@ -422,6 +439,7 @@ class _LogRead:
     generation: int
     session_id: str
     rows: int
+    block: int   # the cache block its rows are judged by
 
 
 def _log_summary(log: _LogRead, frame: pl.DataFrame) -> dict[str, Any]:
@@ -437,20 +455,21 @@ def build_cache_report(paths: Iterable[str | os.PathLike[str]], options: CacheOp
                        superseded: Mapping[Path, Path] | None = None) -> CacheReport:
     """Every logged model call of every log at `paths`, and the per-log and overall summaries; a log that cannot
     be read is left out and named in `unreadable`, an older generation skipped in `skipped` (with `superseded`:
-    readers.discover.read_each). `on_log` is called once per file read (progress reporting). The block size,
-    unless given, is measured over every log's reads at once, then each log is judged."""
+    readers.discover.read_each). `on_log` is called once per file read (progress reporting). Each log is judged
+    by the given block, else by its own (`measure_block`), so alone or among others a log reads the same."""
     supplied = RealHeader(options.system, options.tools)
     stacked = _Stack()
 
     def frames_of(file: Path, found_in: Path | None) -> list[_LogRead]:
         real = sidecar_header(file) if options.sidecars else supplied
-        frames = [(source, _log_frame(source, options, real)) for source in open_logs(file, found_in=found_in)]
+        frames = [(source, *with_block(_log_frame(source, options, real), options))
+                  for source in open_logs(file, found_in=found_in)]
         if on_log is not None:
             on_log(file)
-        for _, frame in frames:   # only once the whole file is read: a file that fails leaves nothing behind
+        for _, frame, _ in frames:   # only once the whole file is read: a file that fails leaves nothing behind
             stacked.push(frame)
-        return [_LogRead(source.label, source.generation.version, str(source.header.get("id")), frame.height)
-                for source, frame in frames]
+        return [_LogRead(source.label, source.generation.version, str(source.header.get("id")), frame.height, block)
+                for source, frame, block in frames]
 
     per_file, unreadable, skipped = read_each(paths, frames_of, all_generations=all_generations,
                                               superseded=superseded)
@@ -460,8 +479,8 @@ def build_cache_report(paths: Iterable[str | os.PathLike[str]], options: CacheOp
     if options.block is not None:
         block, basis = options.block, "given (--block)"
     else:
-        block, basis = measure_block(unjudged["cacheReadTokens"].drop_nulls())
-    requests = judge(unjudged, block, options.collapse_ratio)   # row by row: the logs judged at once
+        block, basis = report_block([(log.label, log.block) for log in read])
+    requests = judge(unjudged, options.collapse_ratio)   # row by row: the logs judged at once
     summaries, offset = [], 0
     for log in read:
         summaries.append(_log_summary(log, requests.slice(offset, log.rows)))

@@ -7,9 +7,11 @@ Across turns it cannot: DeepSeek's template drops the reasoning of earlier turns
 the previous prompt. A change of model starts a cold cache.
 
 Only where the prompt changed otherwise (a header change, a compaction, a fork) or the predecessor logged no
-usage are tokens counted. The prompt is linearized as the DeepSeek adapter would send it (deepseek_wire), one
-segment per surface message; each message is converted and tokenized at most once, the previous prompt and
-answer are compared with this one segment by segment, and only the first differing segment token by token.
+usage are tokens counted. The prompt is rendered as DeepSeek's V4 chat template renders the body the DeepSeek
+adapter would send (deepseek_wire), one segment per surface message after the head; each message is converted
+once and each of its renderings tokenized once, a prompt that only grew is rendered again from its last user
+turn on, the previous prompt and answer are compared with this one segment by segment, and only the first
+differing segment token by token.
 Scrubbed parts of a header are replaced by supplied real content or left out and named, never guessed.
 """
 
@@ -21,9 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from ..deepseek_wire import (
-    ASSISTANT,
+    USER_SIDE,
+    TemplateMode,
     head_segment,
-    message_segment,
+    render_messages,
+    template_mode,
     to_wire_body,
     wire_history_message,
     wire_prompt_text,
@@ -34,6 +38,12 @@ from ..header import HeaderSnapshot, is_placeholder
 from ..model_calls import answer_message
 from ..readers.found import read_found
 from ..tokens import common_prefix_length, count_tokens, token_ids
+
+# Tokens the provider counts beyond the template's text, where in the prompt is not known (so expected reads,
+# which are prefixes, leave them out): the median of (logged prompt - template count) over the 10 requests with
+# real DeepSeek usage of the lyteboat logs (tests/fixtures/wild); checked on the corpus's pwsh-tool-turn
+# (docs/cache-report.md, "Prompt count"; benchmarks/prompt_calibration.py prints both).
+PROVIDER_FRAMING_TOKENS = 27
 
 # How an expected read was found (the `expectedBasis` column).
 FROM_USAGE, TOKENIZED, MODEL_CHANGE = "previous-usage", "tokenized", "model-change"
@@ -105,6 +115,7 @@ class _Envelope:
     surface_system: str | None      # real content for a "{{system}}" surface head (v3 on)
     notes: tuple[str, ...]
     approximate: bool
+    mode: TemplateMode
 
 
 def _with_real_header(body: dict[str, Any], real: RealHeader) -> tuple[list[str], bool]:
@@ -135,7 +146,7 @@ def _envelope(header: HeaderSnapshot, real: RealHeader) -> _Envelope:
     notes, approximate = _with_real_header(body, real)
     wire = to_wire_body(body)
     system = [str(wire["messages"][0]["content"])] if "system" in body else []
-    return _Envelope(system, wire.get("tools"), real.system, tuple(notes), approximate)
+    return _Envelope(system, wire.get("tools"), real.system, tuple(notes), approximate, template_mode(wire))
 
 
 def _real_body(request: RebuiltRequest, real: RealHeader) -> dict[str, Any]:
@@ -161,6 +172,24 @@ def wire_body(request: RebuiltRequest, real: RealHeader) -> str | None:
         return None
 
 
+@dataclass(slots=True)
+class _Prompt:
+    """A request's prompt as the template renders it: the head (header system prompt, leading system messages,
+    tools), then one segment per later message. Its tokens are counted only as far as a comparison asks."""
+
+    parts: RequestParts
+    model: Any
+    mode: TemplateMode
+    absorbed: int               # leading messages the head holds
+    segments: list[str]
+    keys: list[Any]             # each segment's memo key (the head's: None)
+    totals: list[int]           # totals[k]: tokens of segments[:k], for k up to as far as counted
+    settled: int                # segments that stay as they are while the prompt only grows
+    scrubbed_head: bool         # a "{{system}}" head with no real prompt supplied
+    origin: RequestParts | None   # the prompt it grew from, whose first `reused` segments it shares
+    reused: int
+
+
 class Predictor:
     """The expected cache read of each request of one log, fed in log order."""
 
@@ -168,10 +197,13 @@ class Predictor:
         self.real, self.tokenize = real, tokenize
         self.previous: RebuiltRequest | None = None
         self.previous_answer: Any = None
-        self._segments: dict[bytes, tuple[str, int]] = {}   # message -> (its segment, its token count)
-        self._surface: list[bytes] | None = None                   # the surface list the memo was pruned to
+        self._wire: dict[bytes, list[Any]] = {}                          # message -> its wire messages
+        self._segments: dict[tuple[Any, ...], str] = {}    # (message, context) -> its segment
+        self._counts: dict[tuple[Any, ...], int] = {}      # (message, context) -> its segment's tokens
+        self._head_count: tuple[str, int] = ("", 0)
+        self._surface: list[bytes] | None = None                         # the surface list the memos were pruned to
         self._envelope: tuple[HeaderSnapshot, _Envelope] | None = None
-        self._full: tuple[RebuiltRequest, int] | None = None       # a request and its prompt's token count
+        self._last: _Prompt | None = None                                # the prompt rendered last
         self._extends_previous = True   # whether the requests since `previous` all extended their predecessor
 
     def expect(self, request: RebuiltRequest, answer: Any | None) -> Expectation:
@@ -196,17 +228,15 @@ class Predictor:
         if not self.tokenize:
             return Expectation(notes=["not tokenized (--no-predict)"])
         try:
-            return self.count_shared(previous, previous_answer, request, extends)
+            return self.count_shared(previous, previous_answer, request)
         except DshAuditError as error:
             return Expectation(approximate=True, notes=[f"no DeepSeek wire body: {error.message}"])
         finally:
             self._prune(request.parts)
 
     # -- tokenized: the previous prompt and answer against this prompt, segment by segment ---------------------
-    def count_shared(self, previous: RebuiltRequest, answer: Any | None, request: RebuiltRequest,
-                     extends: bool) -> Expectation:
-        """The tokens `request` shares with the previous prompt and its answer, counted segment by segment
-        (`extends`: every request since `previous` extended its predecessor)."""
+    def count_shared(self, previous: RebuiltRequest, answer: Any | None, request: RebuiltRequest) -> Expectation:
+        """The tokens `request` shares with the previous prompt and its answer, counted segment by segment."""
         before, now = previous.parts, request.parts
         if before is None or now is None:
             return Expectation(notes=["no request/header in force: nothing to tokenize"])
@@ -215,35 +245,90 @@ class Predictor:
         if request.prefix == "scrubbed":
             notes.append("messagePrefix scrubbed: its messages are not counted")
             approximate = True
-        before_head, i, _ = self._head(before, previous.model)
-        now_head, j, scrubbed_head = self._head(now, request.model)
-        if scrubbed_head:
+        old = self.prompt(before, previous.model)
+        new = self.prompt(now, request.model)
+        if new.scrubbed_head:
             notes.append("system prompt scrubbed ({{system}}): token counts exclude the real prompt")
             approximate = True
-        self._full, full = None, self._full
-        if before_head != now_head:
-            shared = common_prefix_length(token_ids(before_head), token_ids(now_head))
-            return Expectation(shared, TOKENIZED, approximate, notes)
-        total = count_tokens(now_head)
-        if extends and full is not None and full[0] is previous:
-            total, i, j = full[1], len(before), len(before)   # the messages both share, counted before
-        while i < len(before) and j < len(now):
-            a, b = before.message(i), now.message(j)
-            segment, count = self._segment(b, request.model)
-            if a is not b and a != b and self._segment(a, previous.model)[0] != segment:
-                break
-            total += count
-            i, j = i + 1, j + 1
-        if i < len(before):
-            ending = self._segment(before.message(i), previous.model)[0]
+        index = new.reused if new.origin is old.parts and new.model == old.model else 0
+        while index < min(len(old.segments), len(new.segments)) and old.segments[index] == new.segments[index]:
+            index += 1
+        if index < len(old.segments):
+            ending = old.segments[index]
         else:   # the previous prompt is all shared: the cache holds the answer after it
-            ending = ASSISTANT if answer is None else answer_segment(answer, previous.model)
-        following = self._segment(now.message(j), request.model)[0] if j < len(now) else ASSISTANT
-        expected = total + common_prefix_length(token_ids(ending), token_ids(following))
-        if i == len(before):   # count the rest of this prompt too: the next request may extend it
-            self._full = (request, total + sum(self._segment(now.message(k), request.model)[1]
-                                               for k in range(j, len(now))))
+            ending = "" if answer is None else answer_segment(answer, previous.model, old.mode)
+        following = new.segments[index] if index < len(new.segments) else ""
+        expected = self.tokens_before(old, index) + common_prefix_length(token_ids(ending), token_ids(following))
         return Expectation(expected, TOKENIZED, approximate, notes)
+
+    def prompt(self, parts: RequestParts, model: Any) -> _Prompt:
+        """The prompt of a request, rendered from the last one rendered where it only grew (same header, the
+        same surface list, more messages): only the segments from its last user turn on can change."""
+        last = self._last
+        if last is not None and last.parts is parts and last.model == model:
+            return last
+        grown = (last is not None and last.model == model and last.parts.header is parts.header
+                 and last.parts.prefix is parts.prefix and last.parts.surface is parts.surface
+                 and last.parts.count <= parts.count and last.settled > 0)
+        self._last = self._render(parts, model, last if grown else None)
+        return self._last
+
+    def tokens_before(self, prompt: _Prompt, index: int) -> int:
+        """The tokens of the prompt's first `index` segments, each segment counted once per rendering in the log."""
+        totals = prompt.totals
+        while len(totals) <= index:
+            k = len(totals) - 1
+            key, segment = prompt.keys[k], prompt.segments[k]
+            if key is None:
+                if self._head_count[0] is not segment:
+                    self._head_count = (segment, count_tokens(segment))
+                count = self._head_count[1]
+            else:
+                count = self._counts.get(key, -1)
+                if count < 0:
+                    count = self._counts[key] = count_tokens(segment)
+            totals.append(totals[-1] + count)
+        return totals[index]
+
+    def _render(self, parts: RequestParts, model: Any, grown_from: _Prompt | None) -> _Prompt:
+        mode = self._envelope_of(parts.header).mode
+        if grown_from is None:
+            head, absorbed, scrubbed = self._head(parts, model)
+            keys: list[Any] = [None]   # the head has no memo key
+            segments, totals, start, kept = [head], [0], absorbed, 0
+        else:
+            absorbed, scrubbed, kept = grown_from.absorbed, grown_from.scrubbed_head, grown_from.settled
+            segments, keys = grown_from.segments[:kept], grown_from.keys[:kept]
+            totals = grown_from.totals[:kept + 1]
+            start = absorbed + kept - 1
+        roles = [[message.get("role") for message in self._wire_of(parts.message(k), model)]
+                 for k in range(start, len(parts))]
+        before = None   # the role of the last wire message ahead of `start` (a message may have none)
+        for k in range(start - 1, absorbed - 1, -1):
+            wire = self._wire_of(parts.message(k), model)
+            if wire:
+                before = wire[-1].get("role")
+                break
+        after: list[str | None] = [None] * len(roles)
+        later_user = [False] * len(roles)
+        for k in range(len(roles) - 2, -1, -1):
+            after[k] = roles[k + 1][0] if roles[k + 1] else after[k + 1]
+            later_user[k] = later_user[k + 1] or any(role in USER_SIDE for role in roles[k + 1])
+        settled = len(segments)
+        for k, wire_roles in enumerate(roles):
+            message = parts.message(start + k)
+            key = (message, before in USER_SIDE, after[k], later_user[k], mode)
+            segment = self._segments.get(key)
+            if segment is None:
+                segment = self._segments[key] = "".join(render_messages(
+                    self._wire_of(message, model), mode, before=before, after=after[k], later_user=later_user[k]))
+            if any(role in USER_SIDE for role in wire_roles):
+                settled = len(segments)   # from the last user turn on, a longer prompt may render differently
+            segments.append(segment)
+            keys.append(key)
+            before = wire_roles[-1] if wire_roles else before
+        return _Prompt(parts, model, mode, absorbed, segments, keys, totals, settled if len(segments) > 1 else 0,
+                       scrubbed, None if grown_from is None else grown_from.parts, kept)
 
     def _envelope_of(self, header: HeaderSnapshot) -> _Envelope:
         if self._envelope is None or self._envelope[0] is not header:
@@ -258,7 +343,7 @@ class Predictor:
         system, scrubbed = list(envelope.system), False
         index = 0
         while index < len(parts):
-            wire = wire_history_message(json.loads(parts.message(index)), model)
+            wire = self._wire_of(parts.message(index), model)
             if any(message.get("role") != "system" for message in wire):
                 break
             for message in wire:
@@ -268,29 +353,31 @@ class Predictor:
                     content = envelope.surface_system or content
                 system.append(content)
             index += 1
-        return head_segment(system, envelope.tools), index, scrubbed
+        return head_segment(system, envelope.tools, envelope.mode), index, scrubbed
 
-    def _segment(self, message: bytes, model: Any) -> tuple[str, int]:
-        """A message's segment and its token count, converted and counted once per message."""
-        known = self._segments.get(message)
-        if known is None:
-            text = "".join(message_segment(wire) for wire in wire_history_message(json.loads(message), model))
-            known = self._segments[message] = (text, count_tokens(text))
-        return known
+    def _wire_of(self, message: bytes, model: Any) -> list[Any]:
+        """A message's wire messages, converted once per message."""
+        wire = self._wire.get(message)
+        if wire is None:
+            wire = self._wire[message] = wire_history_message(json.loads(message), model)
+        return wire
 
     def _prune(self, parts: RequestParts | None) -> None:
-        """Keep only the current surface's messages in the memo once the surface is replaced (a compaction)."""
+        """Keep only the current surface's messages in the memos once the surface is replaced (a compaction)."""
         if parts is None or parts.surface is self._surface:
             return
         self._surface = parts.surface
         keep = set(parts.surface) | set(parts.prefix)
-        self._segments = {message: known for message, known in self._segments.items() if message in keep}
+        self._wire = {message: wire for message, wire in self._wire.items() if message in keep}
+        self._segments = {key: segment for key, segment in self._segments.items() if key[0] in keep}
+        self._counts = {key: count for key, count in self._counts.items() if key[0] in keep}
 
 
-def answer_segment(answer: Any, model: Any) -> str:
-    """The answer as the provider cached it after its prompt (and as the next prompt sends it back); `answer`
-    may be kept as its stored bytes (model_calls.StoredMessage)."""
-    return "".join(message_segment(wire) for wire in wire_history_message(answer_message(answer), model))
+def answer_segment(answer: Any, model: Any, mode: TemplateMode) -> str:
+    """The answer as the provider cached it after its prompt: generated after the assistant-turn opener, so
+    with its reasoning when thinking; `answer` may be kept as its stored bytes (model_calls.StoredMessage)."""
+    wire = wire_history_message(answer_message(answer), model)
+    return "".join(render_messages(wire, mode, before="user"))
 
 
 def _count(value: Any) -> int | None:
@@ -298,13 +385,23 @@ def _count(value: Any) -> int | None:
 
 
 def linear_prompt(request: RebuiltRequest, real: RealHeader) -> str:
-    """The whole linear prompt of one request, from the same segments the predictor compares."""
+    """The whole prompt of one request, from the same segments the predictor compares."""
+    if request.parts is None:
+        raise DshAuditError("no request/header in force: no prompt")
+    return "".join(Predictor(real).prompt(request.parts, request.model).segments)
+
+
+def prompt_tokens(request: RebuiltRequest, real: RealHeader) -> int | None:
+    """The calibrated size of one request's prompt: the template's tokens plus the provider's own framing, to
+    compare with the prompt its usage reports (inputTokens + cacheReadTokens). None where part of the prompt is
+    scrubbed and no real content was supplied: what was sent is not known."""
     if request.parts is None:
         raise DshAuditError("no request/header in force: no prompt")
     predictor = Predictor(real)
-    head, index, _ = predictor._head(request.parts, request.model)
-    return head + "".join(predictor._segment(request.parts.message(k), request.model)[0]
-                          for k in range(index, len(request.parts))) + ASSISTANT
+    prompt = predictor.prompt(request.parts, request.model)
+    if prompt.scrubbed_head or predictor._envelope_of(request.parts.header).approximate or request.prefix == "scrubbed":
+        return None
+    return predictor.tokens_before(prompt, len(prompt.segments)) + PROVIDER_FRAMING_TOKENS
 
 
 def reference_prompt(request: RebuiltRequest, real: RealHeader) -> str:
