@@ -62,11 +62,16 @@ def check(log: Path) -> dict[str, Any]:
                        ("compaction", plot["expected"]["compaction"]), ("header", plot["expected"]["header"])):
         if drawn.get(role, 0) != want:
             failures.append(f"{role}: drew {drawn.get(role, 0)}, expected {want}")
-    if page.console_errors():
-        failures.append(f"console errors: {page.console_errors()[:3]}")
+    failures += _page_failures(page, report)
+    return result
+
+
+def _page_failures(page: Any, report: Path) -> list[str]:
+    """What a loaded page must never show: a console error, or a request for anything but its own file."""
+    failures = [f"console errors: {page.console_errors()[:3]}"] if page.console_errors() else []
     if page.network() or report.resolve().as_uri() not in page.requested:
         failures.append(f"requests other than the file: {page.requested[:5]}")
-    return result
+    return failures
 
 
 def check_many(folder: Path) -> dict[str, Any]:
@@ -98,10 +103,7 @@ def check_many(folder: Path) -> dict[str, Any]:
         failures.append(f"the sessions table has {page.extra['sessionRows']} rows for {len(logs)} logs")
     if not (page.extra["summary"] or "").startswith(f"{len(logs)} session log(s)") or page.extra["summaryTop"] > 300:
         failures.append(f"summary not at the top: {page.extra['summary']!r} at {page.extra['summaryTop']}px")
-    if page.console_errors():
-        failures.append(f"console errors: {page.console_errors()[:3]}")
-    if page.network() or report.resolve().as_uri() not in page.requested:
-        failures.append(f"requests other than the file: {page.requested[:5]}")
+    failures += _page_failures(page, report)
     return result
 
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -18,7 +16,7 @@ from click.testing import CliRunner, Result
 
 from dsh_audit.cli import main
 from homebuilder import SAMPLE, ZQ, put, with_header
-from test_safe_outputs import ROOT, _as_nobody, audit
+from test_safe_outputs import ROOT, _as_nobody, _reachable_folder, audit
 
 OLD_ID = "session-a1a1a1a1-0000-4000-8000-000000000001"   # v0 and v3 side by side: dsh reads the v3
 NEW_ID = "session-b2b2b2b2-0000-4000-8000-000000000002"   # v4 alone
@@ -190,15 +188,8 @@ def test_a_session_prefix_not_found_names_the_folder_it_could_not_search(unliste
 
 @pytest.fixture
 def reachable() -> Iterator[Path]:
-    """A scratch folder anyone may enter (pytest's own are 0700 to their owner, so nobody could not reach them)."""
-    root = Path(tempfile.mkdtemp(prefix="dsh-audit-left-out-"))
-    try:
-        root.chmod(0o755)
+    with _reachable_folder() as root:
         yield root
-    finally:
-        for folder in (root, *(path for path in root.rglob("*") if path.is_dir())):
-            folder.chmod(0o755)
-        shutil.rmtree(root)
 
 
 def test_a_folder_an_unprivileged_user_cannot_list_is_named_by_sessions(reachable: Path) -> None:
