@@ -121,6 +121,23 @@ def test_every_corpus_logs_cost_is_the_sum_of_its_priced_usage() -> None:
     assert checked == 100 and compactions > 0 and 0 < unpriced < checked
 
 
+def test_every_wild_logs_real_usage_is_priced_at_deepseeks_off_peak_rate() -> None:
+    """The lyteboat logs (tests/fixtures/wild: real DeepSeek usage, run about 21:03 UTC, inside DeepSeek's
+    off-peak hours, docs/prices.md): each log's cost is the sum of its priced usage, every priced request is
+    off-peak, and a log whose replies were written without a model call has no cost at all (issue 19)."""
+    wild = Path(__file__).resolve().parent / "fixtures" / "wild"
+    report = build_cache_report([wild], CacheOptions(predict=False))
+    costs = {Path(row["log"]).parent.name: row["costUsd"] for row in report.logs.to_dicts()}
+    assert {name: cost is None for name, cost in costs.items()} == {
+        "diagnosis-midlife": False, "education-rebalance": False, "education-without-customer": False,
+        "overview-then-diagnosis": False, "out-of-scope": True, "unauthorized": True, "recorded": True}
+    for row in report.logs.to_dicts():
+        expected = _independent_cost(Path(row["log"]))
+        assert row["costUsd"] is None if expected is None else row["costUsd"] == pytest.approx(expected, rel=1e-12)
+    priced = report.requests.filter(report.requests["costUsd"].is_not_null())
+    assert priced.height == 10 and set(priced["priceTier"].to_list()) == {"off-peak"}   # of 11: one logged none
+
+
 # -- a --prices file is validated at the edge (issue 18, item 2) -------------------------------------------------
 MODEL = '"models": {"m": {"cacheHit": 1, "cacheMiss": 2, "output": 3}}, "fallback": "m"'
 PEAK = '"peak": {"utcOffset": "+08:00", "weekdays": [1], "hours": [["09:00", "12:00"]]'
