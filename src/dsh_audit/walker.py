@@ -1,7 +1,7 @@
 """The one walk over a log: each stored record is decoded by its generation's codec (the reader), admitted
 and lifted (dsh_audit.admission), folded into requests (dsh_audit.fold) and shown to every check, in one
-pass. Verify, rebuild and the reports all consume this walk; a new generation, check or report is added here
-or beside it, never by reading another module's state back.
+pass. Verify, rebuild and the reports all consume this walk; a new generation or report is added here or beside
+it, never by reading another module's state back; a new check is registered in dsh_audit.checks.
 """
 
 from __future__ import annotations
