@@ -1,19 +1,25 @@
-"""The rulebook (dsh_audit.checks): every check verify runs is registered with its fast twin, and a check
-registered without one is run on every log, the fast path on or off."""
+"""The rulebook: every check verify runs is registered with its fast twin (dsh_audit.checks), and a check
+registered without one is run on every log, the fast path on or off; every finding code emitted anywhere is
+registered once (dsh_audit.finding_codes), and the README lists the registry."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
 
 from dsh_audit import checks, fastpath
-from dsh_audit.findings import Report
+from dsh_audit.finding_codes import CODES, FindingCode, with_table
+from dsh_audit.findings import Finding, Report
 from dsh_audit.records import LogSource
 from dsh_audit.verify import verify_path
 from dsh_audit.walker import Walked
 
-SAMPLE = Path(__file__).resolve().parents[1] / "sample_logs" / "compaction-recovery" / "session.v3.jsonl"
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "sample_logs" / "compaction-recovery" / "session.v3.jsonl"
+SOURCES = sorted((REPO / "src" / "dsh_audit").rglob("*.py"))
+EMITTERS = {"report", "finding", "Finding"}   # FindingSink.report, the fold's `finding`, a Finding built directly
 
 
 class TurnStarts:
@@ -24,7 +30,7 @@ class TurnStarts:
 
     def observe(self, walked: Walked) -> None:
         if walked.event is not None and walked.record is not None and walked.event["type"] == "turn/start":
-            self.report("schema", "a turn started", seq=walked.record.seq, event_type="turn/start")
+            self.report("turn-started", "a turn started", seq=walked.record.seq, event_type="turn/start")
 
     def finish(self, last_seq: int | None) -> None:
         pass
@@ -48,8 +54,94 @@ def test_the_sample_log_takes_the_fast_path() -> None:
 def test_a_check_without_a_fast_twin_reports_with_the_fast_path_on_or_off(
         fast: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(fastpath.SWITCH, fast)
+    monkeypatch.setitem(CODES, "turn-started", FindingCode("turn-started", "error", False, "a turn started"))
     monkeypatch.setattr(checks, "CHECKS", (*checks.CHECKS, checks.RegisteredCheck(TurnStarts, fast_twin=None)))
     [report] = verify_path(SAMPLE)
     assert not report.fast_path
     assert [f.message for f in report.findings] == ["a turn started"] * turn_starts(SAMPLE)
     assert turn_starts(SAMPLE) >= 1
+
+
+# -- finding codes --------------------------------------------------------------------------------------------
+def _strings(node: ast.expr | None) -> list[str] | None:
+    """The string constants an argument can be: one, or each branch of `a if c else b`; None if not constant."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.IfExp):
+        body, orelse = _strings(node.body), _strings(node.orelse)
+        return body + orelse if body is not None and orelse is not None else None
+    return None
+
+
+def _keyword(call: ast.Call, name: str) -> ast.expr | None:
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def emitted() -> list[tuple[str, str, list[str] | None, bool]]:
+    """Every place src/ emits a finding: (where, code, severities it can have (None: the default), whether it
+    marks the log refused). A SurfaceError's code (its second argument, else its default) is reported by the fold
+    with rejects=True; a code passed on from a variable is no emission of its own and is left to the test below."""
+    found: list[tuple[str, str, list[str] | None, bool]] = []
+    for path in SOURCES:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
+            where = f"{path.relative_to(REPO)}:{node.lineno}"
+            if name == "SurfaceError":
+                codes = _strings(node.args[1]) if len(node.args) > 1 else ["surface-provenance"]
+                found += [(where, code, None, True) for code in codes or ["?"]]
+            elif name in EMITTERS and (node.args or _keyword(node, "code")):
+                argument = node.args[0] if node.args else _keyword(node, "code")
+                codes = _strings(argument)
+                if codes is None:
+                    continue
+                severity = _keyword(node, "severity")
+                severities = _strings(severity) if severity is not None else None
+                rejects = _keyword(node, "rejects")
+                refused = isinstance(rejects, ast.Constant) and rejects.value is True
+                found += [(where, code, severities, refused) for code in codes]
+    return found
+
+
+def test_only_known_places_pass_a_code_on_from_a_variable() -> None:
+    """The emissions `emitted` cannot read: the sink's and the fold's passing of SurfaceError.code."""
+    passed_on = []
+    for path in SOURCES:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) in EMITTERS:
+                argument = node.args[0] if node.args else _keyword(node, "code")
+                if argument is not None and _strings(argument) is None:
+                    passed_on.append(f"{path.name}: {ast.unparse(argument)}")
+    assert sorted(passed_on) == ["findings.py: code", "fold.py: error.code"]
+
+
+def test_every_emitted_code_is_registered_with_its_severity_and_refusal() -> None:
+    found = emitted()
+    assert len(found) > 40
+    for where, code, severities, refused in found:
+        assert code in CODES, f"{where}: finding code {code!r} is not registered in dsh_audit.finding_codes"
+        entry = CODES[code]
+        assert entry.severity in (severities or ["error"]), (where, code, severities)
+        assert entry.refuses == refused, (where, code)
+
+
+def test_every_registered_code_is_emitted_somewhere() -> None:
+    assert set(CODES) == {code for _, code, _, _ in emitted()}
+
+
+def test_the_registry_is_well_formed() -> None:
+    for code, entry in CODES.items():
+        assert entry.code == code and code == code.lower() and " " not in code
+        assert entry.severity in ("error", "warning", "info") and entry.summary
+        assert not (entry.refuses and entry.severity != "error"), code
+
+
+def test_a_finding_with_an_unregistered_code_cannot_be_built() -> None:
+    with pytest.raises(ValueError, match="not-a-code"):
+        Finding("not-a-code", "message")
+
+
+def test_the_readme_lists_the_registry() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert readme == with_table(readme), "run: .venv/bin/python -m dsh_audit.finding_codes README.md"

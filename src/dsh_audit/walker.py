@@ -103,8 +103,8 @@ class Walker:
             count = 1 if run is None else len(run)
             self.events += count
             if seq != expected:
-                kind = "seq-duplicate" if seq < expected else "seq-gap"
-                sink.report(kind, f"session event seq {seq} is not contiguous; expected {expected}",
+                sink.report("seq-duplicate" if seq < expected else "seq-gap",
+                            f"session event seq {seq} is not contiguous; expected {expected}",
                             seq=seq, event_type=record.event.get("type"), rejects=True)
             expected = seq + count
             if record.problem is not None:
