@@ -5,13 +5,17 @@ registered once (dsh_audit.finding_codes), and the README lists the registry."""
 from __future__ import annotations
 
 import ast
+import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from dsh_audit import checks, fastpath
 from dsh_audit.finding_codes import CODES, FindingCode, with_table
 from dsh_audit.findings import Finding, Report
+from dsh_audit.readers import open_logs
 from dsh_audit.records import LogSource
 from dsh_audit.verify import verify_path
 from dsh_audit.walker import Walked
@@ -145,3 +149,99 @@ def test_a_finding_with_an_unregistered_code_cannot_be_built() -> None:
 def test_the_readme_lists_the_registry() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     assert readme == with_table(readme), "run: .venv/bin/python -m dsh_audit.finding_codes README.md"
+
+
+# -- every mirrored code: a mutation the full verifier reports and the fast path declines ----------------------
+Lines = list[Any]   # the header and the events, and (torn-tail) a last str written as it is, with no newline
+
+
+def _data(lines: Lines, seq: int) -> dict[str, Any]:
+    data = lines[seq + 1]["data"]   # line 0 is the header; the sample's seqs run 0, 1, … from line 1
+    assert isinstance(data, dict)
+    return data
+
+
+def _renamed_call(lines: Lines) -> None:
+    result = _data(lines, 12)["message"]
+    result["source"]["callId"] = result["content"][0]["toolCallId"] = "call_never_made"
+
+
+def _undeclared_tool(lines: Lines) -> None:
+    _data(lines, 10)["message"]["content"][0]["name"] = _data(lines, 11)["name"] = "no_such_tool"
+
+
+# code -> an edit of the sample log (SAMPLE, v3, which the fast path accepts) that makes the full verifier report it
+MUTATIONS: dict[str, Callable[[Lines], Any]] = {
+    "seq-gap": lambda lines: lines.pop(3),
+    "seq-duplicate": lambda lines: lines.insert(3, dict(lines[2])),
+    "envelope": lambda lines: lines[3].update(bogus=1),
+    "unknown-event": lambda lines: lines[3].update(type="acme/thing"),
+    "unknown-ignorable": lambda lines: lines[3].update(type="acme/thing", ignorable=True),
+    "schema": lambda lines: _data(lines, 1).update(bogus=1),
+    "turn-enclosure": lambda lines: _data(lines, 22).update(turn=2),
+    "step-enclosure": lambda lines: _data(lines, 13).update(step=5),
+    "open-turn": lambda lines: lines.pop(),
+    "empty-log": lambda lines: lines.__delitem__(slice(1, None)),
+    "system-step": lambda lines: _data(lines, 4).update(step=9),
+    "attempt-step": lambda lines: _data(lines, 15).update(step=9),
+    "instance-anchor": lambda lines: _data(lines, 8).update(reason="resume"),
+    "placeholder-header": lambda lines: _data(lines, 8)["header"].update(tools="{{tools}}"),
+    "retired-header-system": lambda lines: _data(lines, 8)["header"].update(system="you are"),
+    "tool-pairing": _renamed_call,
+    "tool-undeclared": _undeclared_tool,
+    "tool-result-error": lambda lines: _data(lines, 12).update(error={"message": "failed"}),
+    "surface-op-missing": lambda lines: lines[6].pop("surfaceOp"),
+    "surface-op-invalid": lambda lines: lines[6].update(surfaceOp="bogus"),
+    "replace-missing-node": lambda lines: lines[19]["surfaceOp"].update(startSeq=99, endSeq=99),
+    "surface-provenance": lambda lines: lines[19].update(sourceEventSeqs=[30]),
+    "torn-tail": lambda lines: lines.append('{"type":"turn/st'),
+    "header-placement": lambda lines: lines.__setitem__(2, {**lines[1], "seq": 1}),   # no turn/start
+    "no-header": lambda lines: lines.__setitem__(9, {**lines[1], "seq": 8}),   # no request/header
+    "late-surface-event": lambda lines: lines.__setitem__(10, {**lines[6], "seq": 9}),   # for the request/context
+    "shape": lambda lines: _data(lines, 5).update(content="text"),
+    "assistant-provenance": lambda lines: lines[11].update(sourceEventSeqs=[9]),
+    "seed-marker": lambda lines: lines[0].update(isSeeded=True),
+    "system-head": lambda lines: lines[19].update(surfaceOp={"op": "replace", "startSeq": 7, "endSeq": 7},
+                                                  sourceEventSeqs=[7]),
+}
+
+
+# Codes the sample cannot show with a one-place edit: other generations' (v0 legacy shapes, v4, packed v2 stream
+# records, migration notes), a second pass a file never needs (seed-cut-unknown), shapes the sample lacks (chunks,
+# image/offload, a failed compaction, a chunkless response, a prefix break). Mutating them needs other bases.
+NOT_YET_MUTATED = frozenset({
+    "developer-header", "legacy-malformed", "legacy-rejected", "message-chunk-mismatch", "migration-refused",
+    "prefix-break", "seed-cut-unknown", "source-ranges", "stream-record", "unlogged-model-call",
+    "unsupported-projection", "untraced-response"})
+
+
+def test_every_code_is_mutated_or_listed_as_not_yet() -> None:
+    assert set(CODES) - set(MUTATIONS) == NOT_YET_MUTATED
+
+
+def _mutated(tmp_path: Path, code: str) -> Path:
+    lines = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines()]
+    if code != "":
+        MUTATIONS[code](lines)
+    path = tmp_path / SAMPLE.name
+    path.write_text("".join(line if isinstance(line, str) else json.dumps(line, ensure_ascii=False) + "\n"
+                            for line in lines), encoding="utf-8")
+    return path
+
+
+def test_the_unmutated_sample_is_decided_by_the_fast_path(tmp_path: Path) -> None:
+    [source] = open_logs(_mutated(tmp_path, ""))
+    assert isinstance(fastpath.decide(source), fastpath.Decided)
+
+
+@pytest.mark.parametrize("code", sorted(MUTATIONS))
+def test_a_mutation_is_reported_by_the_full_verifier_and_declined_by_the_fast_path(
+        code: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _mutated(tmp_path, code)
+    [source] = open_logs(path)
+    assert isinstance(fastpath.decide(source), str)
+    [fast] = verify_path(path)
+    monkeypatch.setenv(fastpath.SWITCH, "0")
+    [full] = verify_path(path)
+    assert code in {finding.code for finding in full.findings}, [f.render() for f in full.findings]
+    assert not fast.fast_path and fast.findings == full.findings
