@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import ast
 import json
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -206,38 +208,60 @@ MUTATIONS: dict[str, Callable[[Lines], Any]] = {
 }
 
 
-# Codes the sample cannot show with a one-place edit: other generations' (v0 legacy shapes, v4, packed v2 stream
-# records, migration notes), a second pass a file never needs (seed-cut-unknown), shapes the sample lacks (chunks,
-# image/offload, a failed compaction, a chunkless response, a prefix break). Mutating them needs other bases.
+
+
+def _edited_answer(lines: Lines) -> None:
+    _data(lines, 15)["message"]["content"][1]["text"] += " (edited)"
+
+
+def _short_of_a_gap(lines: Lines) -> None:
+    record = next(r for r in _data(lines, 15)["stream"] if r["type"] == "reasoning-chunks")
+    record["dt"].pop()
+
+
+# code -> an edit of a generated v4 log (V4_BASE) the fast path accepts: v4's and the streams' rules
+V4_MUTATIONS: dict[str, Callable[[Lines], Any]] = {
+    "developer-header": lambda lines: _data(lines, 14).update(headerSeq=2),
+    "message-chunk-mismatch": _edited_answer,
+    "stream-record": _short_of_a_gap,
+}
+# Codes neither base shows with a one-place edit: other generations' (v0 legacy shapes, migration notes), a
+# second pass a file never needs (seed-cut-unknown), shapes the bases lack (range-encoded seqs, image/offload, a
+# failed compaction, a chunkless response), and a prefix break (any edit of the history is a logged cause).
 NOT_YET_MUTATED = frozenset({
-    "developer-header", "legacy-malformed", "legacy-rejected", "message-chunk-mismatch", "migration-refused",
-    "prefix-break", "seed-cut-unknown", "source-ranges", "stream-record", "unlogged-model-call",
-    "unsupported-projection", "untraced-response"})
+    "legacy-malformed", "legacy-rejected", "migration-refused", "prefix-break", "seed-cut-unknown",
+    "source-ranges", "unlogged-model-call", "unsupported-projection", "untraced-response"})
 
 
 def test_every_code_is_mutated_or_listed_as_not_yet() -> None:
-    assert set(CODES) - set(MUTATIONS) == NOT_YET_MUTATED
+    assert set(CODES) - set(MUTATIONS) - set(V4_MUTATIONS) == NOT_YET_MUTATED
 
 
-def _mutated(tmp_path: Path, code: str) -> Path:
-    lines = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines()]
-    if code != "":
-        MUTATIONS[code](lines)
-    path = tmp_path / SAMPLE.name
+@pytest.fixture(scope="module")
+def v4_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("v4") / "base.v4.jsonl"
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "generate_log.py"), "--out", str(out), "--size", "8KB",
+                    "--generation", "4", "--seed", "1"], check=True, capture_output=True, cwd=REPO)
+    return out
+
+
+def _mutated(tmp_path: Path, base: Path, edit: Callable[[Lines], Any] | None) -> Path:
+    lines: Lines = [json.loads(line) for line in base.read_text(encoding="utf-8").splitlines()]
+    if edit is not None:
+        edit(lines)
+    path = tmp_path / base.name
     path.write_text("".join(line if isinstance(line, str) else json.dumps(line, ensure_ascii=False) + "\n"
                             for line in lines), encoding="utf-8")
     return path
 
 
-def test_the_unmutated_sample_is_decided_by_the_fast_path(tmp_path: Path) -> None:
-    [source] = open_logs(_mutated(tmp_path, ""))
-    assert isinstance(fastpath.decide(source), fastpath.Decided)
+def test_the_unmutated_bases_are_decided_by_the_fast_path(v4_base: Path, tmp_path: Path) -> None:
+    for base in (SAMPLE, v4_base):
+        [source] = open_logs(_mutated(tmp_path, base, None))
+        assert isinstance(fastpath.decide(source), fastpath.Decided), base
 
 
-@pytest.mark.parametrize("code", sorted(MUTATIONS))
-def test_a_mutation_is_reported_by_the_full_verifier_and_declined_by_the_fast_path(
-        code: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = _mutated(tmp_path, code)
+def _reported_and_declined(path: Path, code: str, monkeypatch: pytest.MonkeyPatch) -> None:
     [source] = open_logs(path)
     assert isinstance(fastpath.decide(source), str)
     [fast] = verify_path(path)
@@ -245,3 +269,15 @@ def test_a_mutation_is_reported_by_the_full_verifier_and_declined_by_the_fast_pa
     [full] = verify_path(path)
     assert code in {finding.code for finding in full.findings}, [f.render() for f in full.findings]
     assert not fast.fast_path and fast.findings == full.findings
+
+
+@pytest.mark.parametrize("code", sorted(MUTATIONS))
+def test_a_mutation_is_reported_by_the_full_verifier_and_declined_by_the_fast_path(
+        code: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _reported_and_declined(_mutated(tmp_path, SAMPLE, MUTATIONS[code]), code, monkeypatch)
+
+
+@pytest.mark.parametrize("code", sorted(V4_MUTATIONS))
+def test_a_v4_mutation_is_reported_by_the_full_verifier_and_declined_by_the_fast_path(
+        code: str, v4_base: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _reported_and_declined(_mutated(tmp_path, v4_base, V4_MUTATIONS[code]), code, monkeypatch)
