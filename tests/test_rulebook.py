@@ -163,6 +163,11 @@ def _data(lines: Lines, seq: int) -> dict[str, Any]:
     return data
 
 
+def _event(lines: Lines, seq: int) -> dict[str, Any]:
+    """The line of the event at `seq` in a log with packed rows (which carry no seq)."""
+    return next(line for line in lines if isinstance(line, dict) and line.get("seq") == seq)
+
+
 def _renamed_call(lines: Lines) -> None:
     result = _data(lines, 12)["message"]
     result["source"]["callId"] = result["content"][0]["toolCallId"] = "call_never_made"
@@ -203,6 +208,8 @@ MUTATIONS: dict[str, Callable[[Lines], Any]] = {
     "shape": lambda lines: _data(lines, 5).update(content="text"),
     "assistant-provenance": lambda lines: lines[11].update(sourceEventSeqs=[9]),
     "seed-marker": lambda lines: lines[0].update(isSeeded=True),
+    "unlogged-model-call": lambda lines: (_data(lines, 17).update(compactionId="another"),
+                                          _data(lines, 19).update(error="summary not smaller")),
     "system-head": lambda lines: lines[19].update(surfaceOp={"op": "replace", "startSeq": 7, "endSeq": 7},
                                                   sourceEventSeqs=[7]),
 }
@@ -225,24 +232,38 @@ V4_MUTATIONS: dict[str, Callable[[Lines], Any]] = {
     "message-chunk-mismatch": _edited_answer,
     "stream-record": _short_of_a_gap,
 }
-# Codes neither base shows with a one-place edit: other generations' (v0 legacy shapes, migration notes), a
-# second pass a file never needs (seed-cut-unknown), shapes the bases lack (range-encoded seqs, image/offload, a
-# failed compaction, a chunkless response), and a prefix break (any edit of the history is a logged cause).
+# code -> an edit of a generated v0 log (V0_BASE, packed chunk rows) the fast path accepts: the legacy rules
+V0_MUTATIONS: dict[str, Callable[[Lines], Any]] = {
+    "legacy-rejected": lambda lines: _event(lines, 914)["data"].update(reason="fallback"),
+    "migration-refused": lambda lines: _event(lines, 6).update(type="acme/thing", ignorable=True),
+}
+# Codes no base shows with a one-place edit: a legacy shape the loader's upgrade cannot read, a second pass a
+# file never needs (seed-cut-unknown), shapes the bases lack (range-encoded seqs, image/offload, a chunkless
+# response), and a prefix break (any edit of the history is a logged cause).
 NOT_YET_MUTATED = frozenset({
-    "legacy-malformed", "legacy-rejected", "migration-refused", "prefix-break", "seed-cut-unknown",
-    "source-ranges", "unlogged-model-call", "unsupported-projection", "untraced-response"})
+    "legacy-malformed", "prefix-break", "seed-cut-unknown", "source-ranges", "unsupported-projection",
+    "untraced-response"})
 
 
 def test_every_code_is_mutated_or_listed_as_not_yet() -> None:
-    assert set(CODES) - set(MUTATIONS) - set(V4_MUTATIONS) == NOT_YET_MUTATED
+    assert set(CODES) - set(MUTATIONS) - set(V4_MUTATIONS) - set(V0_MUTATIONS) == NOT_YET_MUTATED
+
+
+def _generated(tmp_path_factory: pytest.TempPathFactory, name: str, *args: str) -> Path:
+    out = tmp_path_factory.mktemp("base") / name
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "generate_log.py"), "--out", str(out), "--size", "8KB",
+                    "--seed", "1", *args], check=True, capture_output=True, cwd=REPO)
+    return out
 
 
 @pytest.fixture(scope="module")
 def v4_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("v4") / "base.v4.jsonl"
-    subprocess.run([sys.executable, str(REPO / "benchmarks" / "generate_log.py"), "--out", str(out), "--size", "8KB",
-                    "--generation", "4", "--seed", "1"], check=True, capture_output=True, cwd=REPO)
-    return out
+    return _generated(tmp_path_factory, "base.v4.jsonl", "--generation", "4")
+
+
+@pytest.fixture(scope="module")
+def v0_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _generated(tmp_path_factory, "base.jsonl")
 
 
 def _mutated(tmp_path: Path, base: Path, edit: Callable[[Lines], Any] | None) -> Path:
@@ -255,8 +276,8 @@ def _mutated(tmp_path: Path, base: Path, edit: Callable[[Lines], Any] | None) ->
     return path
 
 
-def test_the_unmutated_bases_are_decided_by_the_fast_path(v4_base: Path, tmp_path: Path) -> None:
-    for base in (SAMPLE, v4_base):
+def test_the_unmutated_bases_are_decided_by_the_fast_path(v4_base: Path, v0_base: Path, tmp_path: Path) -> None:
+    for base in (SAMPLE, v4_base, v0_base):
         [source] = open_logs(_mutated(tmp_path, base, None))
         assert isinstance(fastpath.decide(source), fastpath.Decided), base
 
@@ -281,3 +302,9 @@ def test_a_mutation_is_reported_by_the_full_verifier_and_declined_by_the_fast_pa
 def test_a_v4_mutation_is_reported_by_the_full_verifier_and_declined_by_the_fast_path(
         code: str, v4_base: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _reported_and_declined(_mutated(tmp_path, v4_base, V4_MUTATIONS[code]), code, monkeypatch)
+
+
+@pytest.mark.parametrize("code", sorted(V0_MUTATIONS))
+def test_a_v0_mutation_is_reported_by_the_full_verifier_and_declined_by_the_fast_path(
+        code: str, v0_base: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _reported_and_declined(_mutated(tmp_path, v0_base, V0_MUTATIONS[code]), code, monkeypatch)
