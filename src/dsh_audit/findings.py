@@ -8,12 +8,13 @@ from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 
 from .errors import DshAuditError
+from .finding_codes import CODES
 from .text import display
 
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    code: str                  # stable kebab-case id, e.g. "seq-gap", "replace-missing-node"
+    code: str                  # stable kebab-case id registered in dsh_audit.finding_codes, e.g. "seq-gap"
     message: str
     severity: str = "error"    # "error" | "warning" (counts only under --strict) | "info" (never fails a log)
     seq: int | None = None
@@ -21,6 +22,10 @@ class Finding:
     event_type: str | None = None
     rejects: bool = False      # the reference would refuse to load or reconstruct this log
     log: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.code not in CODES:   # a bug of ours, not of the log: every code is registered once
+            raise ValueError(f"finding code {self.code!r} is not registered in dsh_audit.finding_codes")
 
     def render(self) -> str:
         """One line: log text in it (a label, an event type, a quoted value) shown escaped (dsh_audit.text)."""

@@ -14,19 +14,18 @@ from pathlib import Path
 from typing import Any
 
 from . import fastpath
+from .checks import walk_checks
 from .digest_spool import DigestSpool
 from .errors import DshAuditError
-from .findings import Finding, Report, allowing, counts, severity_counts
+from .findings import Finding, allowing, counts, severity_counts
 from .fold import RebuiltRequest
 from .generations import generations
 from .readers import open_logs
 from .readers.discover import Discovery, discover_logs, no_log_below
 from .readers.stream import is_stream
 from .records import LogSource, RequestDigest
-from .structure import StructureChecker
-from .successors import SuccessorCheck
-from .vocabulary import validate_event, validate_header, vocabulary
-from .walker import Walked, Walker
+from .vocabulary import validate_header, vocabulary
+from .walker import Walker
 
 FINDINGS_KEPT = 10_000   # per log; beyond, findings are counted by severity, not kept
 
@@ -116,26 +115,6 @@ def verify_source(source: LogSource, *, message_prefix: str = "legacy", keep_req
     return report
 
 
-class SchemaCheck:
-    """Each admitted event against its own generation's schemas (packed members are expanded by us from a row
-    the reader validated, so they are skipped)."""
-
-    def __init__(self, report: Report, source: LogSource) -> None:
-        self.report = report
-        self.generation = source.generation.version
-
-    def observe(self, walked: Walked) -> None:
-        event, record = walked.native, walked.record
-        if event is None or record is None or record.packed:
-            return
-        for violation in validate_event(event, self.generation):
-            self.report("schema", f"{violation.pointer or '/'}: {violation.message}", seq=record.seq,
-                        event_type=event.get("type"))
-
-    def finish(self, last_seq: int | None) -> None:
-        pass
-
-
 def _verify_source(source: LogSource, message_prefix: str, keep_requests: bool,
                    allow_events: tuple[str, ...]) -> LogReport:
     generation = source.generation
@@ -153,7 +132,7 @@ def _verify_source(source: LogSource, message_prefix: str, keep_requests: bool,
         allow = allowing(allow_events)
         walker = Walker(source, message_prefix=message_prefix,
                         on_finding=(lambda finding: report.note(allow(finding))) if allow_events else report.note,
-                        checks=(SchemaCheck, StructureChecker, SuccessorCheck))
+                        checks=walk_checks())
         for walked in walker:
             if walked.closed is not None:
                 report.add(walked.closed)

@@ -1,7 +1,7 @@
 """The one walk over a log: each stored record is decoded by its generation's codec (the reader), admitted
 and lifted (dsh_audit.admission), folded into requests (dsh_audit.fold) and shown to every check, in one
-pass. Verify, rebuild and the reports all consume this walk; a new generation, check or report is added here
-or beside it, never by reading another module's state back.
+pass. Verify, rebuild and the reports all consume this walk; a new generation or report is added here or beside
+it, never by reading another module's state back; a new check is registered in dsh_audit.checks.
 """
 
 from __future__ import annotations
@@ -103,8 +103,8 @@ class Walker:
             count = 1 if run is None else len(run)
             self.events += count
             if seq != expected:
-                kind = "seq-duplicate" if seq < expected else "seq-gap"
-                sink.report(kind, f"session event seq {seq} is not contiguous; expected {expected}",
+                sink.report("seq-duplicate" if seq < expected else "seq-gap",
+                            f"session event seq {seq} is not contiguous; expected {expected}",
                             seq=seq, event_type=record.event.get("type"), rejects=True)
             expected = seq + count
             if record.problem is not None:

@@ -3,10 +3,12 @@
 `fast_verify` reads a plain or zstd JSONL log in one pass with decoders generated from schemas/ and returns the
 report of a log with no finding at all, or None on any doubt (a finding, a warning, a note, or a shape the fast
 types do not cover); the caller then runs the full verifier (dsh_audit.verify), which words the findings. A log
-the fast path accepts gets the same report from either: tests/test_fastpath.py checks that differentially.
+the fast path accepts gets the same report from either: tests/test_fastpath.py checks that differentially. It
+decides only while every check verify runs has a fast twin (dsh_audit.checks): a check added without one makes
+it decline every log, so the full verifier runs that check.
 
 `fast_calls` is the same pass for `audit cache-report` (dsh_audit.fastpath.calls): it hands out each model call
-as it is read, and raises Doubt where verify's fast path would decline, so that the report is built again by the
+as it is read, and raises Doubt where the fast verifier doubts, so that the report is built again by the
 full walk; tests/test_cache_fastpath.py checks that both build the same report.
 """
 
@@ -16,6 +18,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from .. import checks
 from ..digest_spool import DigestSpool
 from ..model_calls import Call
 from ..records import LogSource
@@ -47,8 +50,9 @@ def fast_verify(source: LogSource, *, message_prefix: str = "legacy", keep_reque
 
 def fast_calls(source: LogSource, *, message_prefix: str = "legacy") -> Iterator[Call] | None:
     """The priced model calls of a file source, read by the fast path as they come, or None when it is switched
-    off (DSH_AUDIT_FAST_PATH=0). Iterating raises Doubt wherever `fast_verify` would return None: the calls
-    handed out before it are then to be dropped, and the log walked in full (reports.cache_report.calls)."""
+    off (DSH_AUDIT_FAST_PATH=0). Iterating raises Doubt wherever the fast verifier doubts: the calls
+    handed out before it are then to be dropped, and the log walked in full (reports.cache_report.calls). A check
+    without a fast twin does not stop it: cache-report reads no check's findings."""
     if os.environ.get(SWITCH) == "0":
         return None
     return read_calls(source, message_prefix)
@@ -56,6 +60,8 @@ def fast_calls(source: LogSource, *, message_prefix: str = "legacy") -> Iterator
 
 def decide(source: LogSource, *, message_prefix: str = "legacy", keep_requests: bool = True) -> Decided | str:
     """The fast path's verdict, or why it leaves the log to the full verifier (for tests and benchmarks)."""
+    if untwinned := checks.without_fast_twin():
+        return f"no fast twin for the check {', '.join(untwinned)}"
     try:
         with reading(source, message_prefix, keep_requests=keep_requests) as (verifier, lines):
             verifier.feed(lines.lines, max_line=lines.max_line, max_depth=lines.max_depth)
