@@ -37,7 +37,7 @@ from urllib.parse import urljoin
 import msgspec
 
 from ..fastcheck import ANNOTATIONS, SourceCompiler, Unsupported, resolve_pointer
-from ..vocabulary import _generation_documents, _registry, _root, vocabulary
+from ..vocabulary import _documents, _generation_documents, _root, vocabulary
 
 MAX_SAFE = 2**53 - 1
 _DIGITS = frozenset("0123456789")
@@ -518,7 +518,7 @@ def _specialize(row: dict[str, Any], tag: str) -> dict[str, Any] | None:
 
 
 def _build(generation: int) -> FastTypes:
-    documents, _ = _registry()
+    documents = _documents()
     mine = _generation_documents(generation)
     envelope = _root(mine, "envelope", generation)
     row = _root(mine, "packed-chunk-row", generation)
