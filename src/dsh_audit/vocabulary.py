@@ -20,8 +20,9 @@ from importlib.resources.abc import Traversable
 from itertools import islice
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urljoin
 
-from .fastcheck import Check, SourceCompiler
+from .fastcheck import Check, SourceCompiler, resolve_pointer
 from .text import clip, head
 
 if TYPE_CHECKING:
@@ -176,14 +177,13 @@ def schema_at(generation: int, root: str, *keys: str) -> dict[str, Any] | None:
              next((d for d in documents if d.get("x-dsh-type") == root), None))
     if found is None:
         return None
-    resolver = _registry().resolver(base_uri=found["$id"])
+    base: str = found["$id"]
     schema: Any = found
     for key in (None, *keys):
         if key is not None:
             schema = schema.get(key) if isinstance(schema, dict) else None
-        while isinstance(schema, dict) and "$ref" in schema:
-            resolved = resolver.lookup(schema["$ref"])
-            schema, resolver = resolved.contents, resolved.resolver
+        while isinstance(schema, dict) and "$ref" in schema:   # as the fast checks follow them: no jsonschema
+            schema, base = resolve_pointer(_documents(), urljoin(base, schema["$ref"]))
         if not isinstance(schema, dict):
             return None
     return dict(schema)
@@ -353,8 +353,15 @@ def validate_event(event: dict[str, Any], generation: int = 0) -> list[SchemaVio
 
 def validate_header(header: dict[str, Any], generation: int = 0) -> list[SchemaViolation]:
     """Check a JSONL session header line."""
-    compiled = _compiled(generation)
-    return _check(lambda: _validators(generation).header, header, fast=compiled.fast.get("header"))
+    return _check(lambda: _validators(generation).header, header, fast=_header_check(generation))
+
+
+@cache
+def _header_check(generation: int) -> Check | None:
+    """The session header's fast check alone: verify's fast path checks the header, and its own types the
+    events, so it need not compile every event schema's check (_compiled)."""
+    header = _roots(generation)[1]
+    return SourceCompiler(_documents()).build({"header": header}).get("header")
 
 
 def validate_packed_row(row: dict[str, Any], generation: int = 0) -> list[SchemaViolation]:
