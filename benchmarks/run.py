@@ -8,8 +8,9 @@ session compacts as its surface fills; see README.md), and the format-v3 and v4 
 its v3 and v4 twins (alternating, best of 3), `audit rebuild --format digest`, `audit cache-report` with its
 defaults and with --no-predict, (c) the naive fresh-fold-per-request baseline, (d) the npm reference
 (reference_bench.mjs: parse, incremental, fresh), plus `audit verify -j1/-j2` on a directory of 1,000 small logs,
-and `audit report` (HTML) over those small logs and on the largest size up to 100 MB, each opened in headless
-Chromium (html_report.py: load time, and what the page drew). Wall time and peak RSS come from os.wait4 on each
+the start-up CPU of `audit --help`, `--version` and `verify` on a small log (startup.py), and `audit report`
+(HTML) over those small logs and on the largest size up to 100 MB, each opened in headless Chromium
+(html_report.py: load time, and what the page drew). Wall time and peak RSS come from os.wait4 on each
 child. Writes benchmarks/RESULTS.md. --quick: 10 MB only, short time boxes, 200 small logs.
 """
 
@@ -347,7 +348,24 @@ def twin_targets(results: dict[int, dict[str, object]]) -> list[str]:
     return lines
 
 
-def targets(results: dict[int, dict[str, object]], par: tuple[Run, Run] | None) -> list[str]:
+def startup_targets(run: Run) -> list[str]:
+    """What `startup.py --json` measured: each command's median CPU against a Python importing orjson and msgspec."""
+    document = share_document(run)
+    if not document:
+        return [f"- start-up: not measured ({run.stdout[-200:]!r})"]
+    floor = document["floor"]["cpu_s"]  # type: ignore[index]
+    rows = {row["command"]: row for row in document["commands"]}  # type: ignore[attr-defined]
+    shown = ", ".join(f"`{name}` {row['cpu_s'] * 1000:.0f} ms = {row['ratio']:.2f}×" for name, row in rows.items()
+                      if name != "audit verify SMALL_LOG")
+    small = rows["audit verify SMALL_LOG"]
+    return [f"- start-up, CPU (median of {document['runs']}) against `python -c 'import orjson, msgspec'` "
+            f"({floor * 1000:.0f} ms): {shown}.",
+            f"- `audit verify` on a small log (sample_logs/compaction-recovery/session.jsonl) ≤ 2× that floor: "
+            f"**{verdict(small['ratio'] <= 2)}** — {small['cpu_s'] * 1000:.0f} ms = {small['ratio']:.2f}×."]
+
+
+def targets(results: dict[int, dict[str, object]], par: tuple[Run, Run] | None,
+            startup: Run | None = None) -> list[str]:
     lines = ["## Targets", ""]
     big, mid = results.get(1000), results.get(100)
     if big:
@@ -407,6 +425,8 @@ def targets(results: dict[int, dict[str, object]], par: tuple[Run, Run] | None) 
                      f"**{verdict(speedup >= 1.7)}** — "
                      f"{one.seconds:.2f}s / {two.seconds:.2f}s = {speedup:.2f}× (peak RSS {one.rss_mib:.0f} / "
                      f"{two.rss_mib:.0f} MiB); {one.note or 'fast path share not measured'}.")
+    if startup is not None:
+        lines += startup_targets(startup)
     return [*lines, ""]
 
 
@@ -447,6 +467,8 @@ def main(argv: list[str] | None = None) -> int:
     par = (best_of([one for one, _ in tries]), best_of([two for _, two in tries]))
     small_share = measure("fast path share (small logs)", [PY, "benchmarks/fast_share.py", rel_small, "--json"])
     par[0].note = fast_share_text(share_document(small_share))
+    print("== start-up", flush=True)
+    startup = measure("start-up CPU (startup.py)", [PY, "benchmarks/startup.py", "--json"])
     print("== html report over the small logs", flush=True)
     many = measure("html report over small logs + browser", [PY, str(HERE / "html_report.py"), "--many", rel_small,
                                                              "--json"])
@@ -463,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
           "`os.wait4`. CLI figures include interpreter start (~0.3 s). Logs: `generate_log.py --compaction "
           "pressure` (default seed 1).", "", "## Machine", "", *machine_info(),
           f"- load average at the start {load_start}: other work shares these cores, so figures are noisy", ""]
-    md += targets(results, par)
+    md += targets(results, par, startup)
     md += ["## Per size", ""]
     for result in results.values():
         md += fmt_table(result)
@@ -499,7 +521,8 @@ def main(argv: list[str] | None = None) -> int:
             listed += [twin["check"], *([twin["gencheck"]] if twin["gencheck"] is not None else [])]
         listed += [result["required"], *result["runs"], result["share"]]  # type: ignore[list-item, misc]
         md += [f"    {shlex.join(r.cmd)}" for r in listed]
-    md += [f"    {shlex.join(r.cmd)}" for r in (*par, many)] + ([f"    {shlex.join(html.cmd)}"] if html else []) + [""]
+    md += [f"    {shlex.join(r.cmd)}" for r in (*par, startup, many)]
+    md += ([f"    {shlex.join(html.cmd)}"] if html else []) + [""]
     opts.out.write_text("\n".join(md))
     print(f"wrote {opts.out} in {total:.0f}s")
     return 0

@@ -402,9 +402,10 @@ def test_stdout_that_cannot_be_written_is_one_line_or_141(args: list[str], sink:
 INTERNAL_ERROR = """
 import sys
 import dsh_audit.cli as cli
+import dsh_audit.verify
 def boom(*args, **kwargs):
     raise RuntimeError("boom\\nsecond line")
-cli.verify_paths = boom
+dsh_audit.verify.verify_paths = boom
 sys.argv = ["audit", "verify", sys.argv[1]]
 cli.main()
 """

@@ -530,10 +530,10 @@ def _mutations(value: Any, depth: int = 0) -> Iterator[Any]:
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not present")
 def test_fast_checker_agrees_with_jsonschema() -> None:
-    from dsh_audit.vocabulary import _compiled
+    from dsh_audit.vocabulary import _compiled, _validators
 
-    compiled = _compiled()
-    assert set(compiled.fast) == {"envelope", "header", "packed_row", *compiled.data}
+    compiled, schemas = _compiled(), _validators(0)
+    assert set(compiled.fast) == {"envelope", "header", "packed_row", *schemas.data}
     samples: dict[str, list[Any]] = {}
     for path in _corpus_logs():
         header, rows, events = _read(path)
@@ -542,8 +542,8 @@ def test_fast_checker_agrees_with_jsonschema() -> None:
         for event in events:
             samples.setdefault("envelope", []).append(event)
             samples.setdefault(event["type"], []).append(event["data"])
-    validators = {"envelope": compiled.envelope, "header": compiled.header, "packed_row": compiled.packed_row,
-                  **compiled.data}
+    validators = {"envelope": schemas.envelope, "header": schemas.header, "packed_row": schemas.packed_row,
+                  **schemas.data}
     checked = 0
     for name, instances in samples.items():
         for instance in instances[:4]:
@@ -561,9 +561,9 @@ def test_fast_checker_agrees_with_jsonschema() -> None:
 def test_fast_checker_agrees_with_jsonschema_in_later_generations(generation: int) -> None:
     """The same agreement on the public samples of each later generation (their own schemas, the v4 tool-role
     result's patternProperties included), every event's data and its mutations."""
-    from dsh_audit.vocabulary import _compiled
+    from dsh_audit.vocabulary import _compiled, _validators
 
-    compiled = _compiled(generation)
+    compiled, schemas = _compiled(generation), _validators(generation)
     samples: dict[str, list[Any]] = {}
     for path in _sample_logs():
         if path.relative_to(SAMPLES).parts[0] == FORK_SAMPLES:
@@ -575,7 +575,7 @@ def test_fast_checker_agrees_with_jsonschema_in_later_generations(generation: in
         for event in lines[1:]:
             samples.setdefault("envelope", []).append(event)
             samples.setdefault(event["type"], []).append(event["data"])
-    validators = {"envelope": compiled.envelope, "header": compiled.header, **compiled.data}
+    validators = {"envelope": schemas.envelope, "header": schemas.header, **schemas.data}
     checked = 0
     for name, instances in samples.items():
         for instance in instances[:3]:

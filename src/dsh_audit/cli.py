@@ -3,7 +3,10 @@
 Every command returns its exit code, and every failure leaves through one error path (`_AuditGroup.main`):
 0 clean, 1 findings, 2 unreadable input, an unwritable output or bad usage, 3 an internal error (one line
 asking for a report; DSH_AUDIT_DEBUG=1 shows the traceback instead), 130 interrupted (Ctrl-C), 141 stdout
-closed early (`audit rebuild LOG | head -1`), quietly, 143 terminated (SIGTERM). Never a traceback."""
+closed early (`audit rebuild LOG | head -1`), quietly, 143 terminated (SIGTERM). Never a traceback.
+
+The library is imported inside the commands that use it, so that `audit --help` and `--version` load click and
+little else (tests/test_startup.py)."""
 
 from __future__ import annotations
 
@@ -20,22 +23,19 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import click
 
-from . import fastpath, stopping
-from .digest_spool import DigestSpool
+from . import stopping
 from .errors import DshAuditError
-from .findings import failing_rule
-from .fold import RebuiltRequest
-from .readers import open_logs
-from .readers.discover import Skipped
 from .readers.limits import DECOMPRESSED_ENV, LINE_ENV, parse_size
-from .reconstruct import iter_requests
-from .records import LogSource, RequestDigest
 from .reports.views import COLOR_CHOICES, Terminal, terminal
 from .text import clip, display, printable
-from .verify import LogReport, paused_gc, summary, verify_paths
 
 if TYPE_CHECKING:
+    from .digest_spool import DigestSpool
+    from .fold import RebuiltRequest
+    from .readers.discover import Skipped
     from .readers.home import Selection
+    from .records import LogSource, RequestDigest
+    from .verify import LogReport
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_UNREADABLE, EXIT_INTERNAL = 0, 1, 2, 3
 EXIT_INTERRUPTED = stopping.EXIT_INTERRUPTED   # 128 + SIGINT, as a shell reports a process Ctrl-C ended
@@ -154,14 +154,29 @@ def run_guarded(call: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
 
 class _LazyGroup(click.Group):
     """Subcommands that live in their own modules are imported when used: `verify` and `rebuild` start
-    without loading polars or the tokenizer's vocabulary."""
+    without loading polars or the tokenizer's vocabulary, and `audit --help` lists them by the first sentence
+    of their help kept here (tests/test_startup.py checks it against each command's own)."""
 
-    lazy: ClassVar[dict[str, str]] = {"cache-report": "report_commands:cache_report",
-                                      "explain": "explain_command:explain",
-                                      "header-diff": "report_commands:header_diff",
-                                      "report": "html_commands:report",
-                                      "golden": "golden_commands:golden",
-                                      "sessions": "session_commands:sessions"}
+    lazy: ClassVar[dict[str, tuple[str, str]]] = {
+        "cache-report": ("report_commands:cache_report", "Per model call of each LOG: cache reads, hit ratio, "
+                         "the expected read, collapses and their logged causes, and what each call and each "
+                         "collapse cost; a summary per log and overall."),
+        "explain": ("explain_command:explain", "Where request TURN.STEP[#ATTEMPT] of LOG first differs from "
+                    "what the provider could have cached before it (its predecessor's prompt and answer), and "
+                    "the logged event that explains it, or \"unexplained\"."),
+        "header-diff": ("report_commands:header_diff", "What changed between consecutive request headers of "
+                        "each LOG (file or directory): config old -> new, tools added, removed or changed, the "
+                        "system prompt as a diff."),
+        "report": ("html_commands:report", "One self-contained HTML page for the LOGS (files or directories): "
+                   "per session, its requests' prompt tokens split into cache read and miss, each collapse "
+                   "marked with its logged cause, header changes and compactions on the same axis, the "
+                   "cumulative cost, and verify's findings; for several sessions a table of them, sortable by "
+                   "cost, hit ratio and the rest (over 25, ranked worst first and only the 25 worst drawn)."),
+        "golden": ("golden_commands:golden", "Golden-log CI mode: pin every log's rebuilt request digests in "
+                   "DIR/dsh-audit.golden.json."),
+        "sessions": ("session_commands:sessions", "List the sessions dsh keeps, newest first: id, last "
+                     "activity, generation, requests, cost, size, cwd."),
+    }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.lazy])
@@ -169,9 +184,19 @@ class _LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.lazy:
             return super().get_command(ctx, cmd_name)
-        module, _, attribute = self.lazy[cmd_name].partition(":")
+        module, _, attribute = self.lazy[cmd_name][0].partition(":")
         command: click.Command = getattr(importlib.import_module(f"{__package__}.{module}"), attribute)
         return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands and their short help, laid out as click lays them out, without importing lazy ones."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        listed = [click.Command(name, help=self.lazy[name][1]) if name in self.lazy else self.commands[name]
+                  for name in names]
+        rows = [(name, command.get_short_help_str(limit)) for name, command in zip(names, listed, strict=True)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
 
 class _AuditGroup(_LazyGroup):
@@ -296,6 +321,7 @@ def verify(logs: tuple[Path, ...], session: str | None, fmt: str, strict: bool, 
     from .findings import ALLOW_EVENTS_ENV, allow_patterns
     from .output import check_output
     from .progress_bar import byte_progress
+    from .verify import verify_paths
 
     allowed = allow_patterns(allow_events) + allow_patterns(os.environ.get(ALLOW_EVENTS_ENV, "").split(),
                                                             origin=ALLOW_EVENTS_ENV)
@@ -330,6 +356,9 @@ def verify(logs: tuple[Path, ...], session: str | None, fmt: str, strict: bool, 
 def _stream_json(found: Iterable[LogReport], kept: list[LogReport], strict: bool) -> None:
     """One JSON document, {"logs": [...], "summary": {...}}, written a log at a time and its requests one at a
     time from its spool: memory holds one request's digest, not a log's, let alone every log's."""
+    from .digest_spool import DigestSpool
+    from .verify import summary
+
     click.echo('{\n  "logs": [')
     for index, report in enumerate(found):
         text = json.dumps(_report_json(report, strict), indent=2, ensure_ascii=False).replace("\n", "\n    ")
@@ -369,6 +398,8 @@ def _stream_requests(requests: DigestSpool) -> None:
 
 def _report_json(report: LogReport, strict: bool) -> dict[str, Any]:
     """A log's object in the document, but for its requests (_stream_requests writes them)."""
+    from .findings import failing_rule
+
     return {
         "log": report.label, "generation": report.generation, "ok": not report.failed(strict),
         "failedBy": failing_rule(report.findings, report.unlisted, strict) or None,
@@ -400,6 +431,8 @@ error, 130 interrupted, 141 stdout closed early (| head).""")
 @PREFIX_OPTION
 def rebuild(log: Path | None, session: str | None, step_filter: str | None, fmt: str, message_prefix: str) -> int:
     """Print the exact request(s) the model saw, rebuilt from LOG (or the --session picked)."""
+    from .verify import paused_gc
+
     wanted = parse_step(step_filter, "--step")
     path = chosen_log(log, session)
     with paused_gc():
@@ -416,6 +449,9 @@ Step = tuple[int, int, int | None]
 def _write_requests(log: Path, wanted: Step | None, fmt: str, message_prefix: str) -> int:
     """Write the requests (those of `wanted` only, when given); how many were written. JSON is one document,
     streamed: its requests are written as they are rebuilt."""
+    from .fold import RebuiltRequest
+    from .readers import open_logs
+
     out = sys.stdout.buffer
     written = 0
     for source in open_logs(log):
@@ -453,6 +489,9 @@ def _write_requests(log: Path, wanted: Step | None, fmt: str, message_prefix: st
 def _rebuilt(source: LogSource, message_prefix: str, fmt: str) -> Iterable[RebuiltRequest | RequestDigest]:
     """The requests of one log. Digests only: those of verify's fast path when it accepts the log (the same
     sha256s as the fold's, tests/test_fastpath.py), else the fold's."""
+    from . import fastpath
+    from .reconstruct import iter_requests
+
     if fmt == "digest":
         decided = fastpath.fast_verify(source, message_prefix=message_prefix)
         if decided is not None:

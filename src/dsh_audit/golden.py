@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deepdiff import DeepDiff
-
 from .errors import DshAuditError, LogReadError
 from .findings import Finding
 from .output import write_output
@@ -145,6 +143,8 @@ def _body_paths(old: Any, new: Any) -> list[str]:
         if index < max(len(old_messages), len(new_messages)):
             notes.append(f"first differing message: index {index} ({len(old_messages)} -> {len(new_messages)} "
                          "messages)")
+    from deepdiff import DeepDiff  # here, for a digest that changed: `audit golden --help` starts without it
+
     paths = sorted(DeepDiff(before, after).affected_paths)
     notes += paths[:_MAX_PATHS] + ([f"... {len(paths) - _MAX_PATHS} more path(s)"] if len(paths) > _MAX_PATHS else [])
     if not notes and old != new:

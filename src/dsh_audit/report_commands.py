@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-import polars as pl
 
 from .cli import (
     ALL_GENERATIONS_OPTION,
@@ -21,15 +20,14 @@ from .cli import (
 )
 from .errors import DshAuditError
 from .progress_bar import byte_progress
-from .readers.discover import Skipped, Unreadable
-from .reports import cache_view, header_view
-from .reports.cache_report import ROW_KINDS, SCHEMA_VERSION, UNEXPLAINED, CacheOptions, build_cache_report
-from .reports.header_diff import SCHEMA_VERSION as HEADER_SCHEMA_VERSION
-from .reports.header_diff import build_header_diff
-from .reports.prices import MAX_PRICE, Prices, default_table, flat_table, load_table
+from .reports.cache_rows import ROW_KINDS
+from .reports.prices import MAX_PRICE, Prices, PriceTable, default_table, flat_table, load_table
 from .reports.render import FORMATS, check_frame_output, output_format, write_frame
 from .reports.views import Terminal, terminal
 from .text import printable
+
+if TYPE_CHECKING:
+    from .readers.discover import Skipped, Unreadable
 
 EXIT_UNEXPLAINED, EXIT_UNREADABLE = 1, 2
 T = TypeVar("T")
@@ -71,6 +69,11 @@ def header_diff(logs: tuple[Path, ...], session: str | None, fmt: str | None, ou
     """What changed between consecutive request headers of each LOG (file or directory): config old -> new,
     tools added, removed or changed, the system prompt as a diff. From format v3 the prompt is the
     system/message head, and its changes are shown too."""
+    # polars and deepdiff are imported here, not above: `audit header-diff --help` starts without them
+    from .reports import header_view
+    from .reports.header_diff import SCHEMA_VERSION as HEADER_SCHEMA_VERSION
+    from .reports.header_diff import build_header_diff
+
     chosen = output_format(fmt, out)
     selection = chosen_paths(logs, session)
     check_frame_output(chosen, out, selection.inputs)   # before the work
@@ -126,8 +129,21 @@ def _block_size(ctx: click.Context, param: click.Parameter, value: str) -> int |
     raise click.BadParameter(f"{value!r} is neither auto nor a positive number of tokens", ctx, param)
 
 
-_table = default_table()
-_flash = _table.models[_table.fallback]
+class _BundledRateOption(click.Option):
+    """A --price-* option whose help quotes a rate of the bundled price table, read when the help is shown: the
+    table is checked against its JSON Schema, which `audit header-diff --help` has no need to load."""
+
+    def __init__(self, *args: Any, quote: Callable[[PriceTable], str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.quote = quote
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        self.help = self.quote(default_table())
+        return super().get_help_record(ctx)
+
+
+def _flash(table: PriceTable) -> Prices:
+    return table.models[table.fallback]
 
 
 @click.command("cache-report", epilog="""\b
@@ -155,12 +171,13 @@ bad usage, 3 internal error, 130 interrupted.""")
 @click.option("--prices", "prices_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="A price table (JSON, the shape of dsh_audit/reports/data/deepseek-prices.json) instead of "
                    "DeepSeek's, which is priced by each call's time: peak or off-peak. See docs/prices.md.")
-@click.option("--price-hit", type=float, callback=_rate, help=f"One flat USD per 1M cache-hit input tokens for "
-              f"every model [{_table.fallback} at peak: {_flash.cache_hit}].")
-@click.option("--price-miss", type=float, callback=_rate,
-              help=f"One flat USD per 1M cache-miss input tokens [{_flash.cache_miss}].")
-@click.option("--price-output", type=float, callback=_rate,
-              help=f"One flat USD per 1M output tokens [{_flash.output}].")
+@click.option("--price-hit", type=float, callback=_rate, cls=_BundledRateOption,
+              quote=lambda table: f"One flat USD per 1M cache-hit input tokens for every model [{table.fallback} "
+                                  f"at peak: {_flash(table).cache_hit}].")
+@click.option("--price-miss", type=float, callback=_rate, cls=_BundledRateOption,
+              quote=lambda table: f"One flat USD per 1M cache-miss input tokens [{_flash(table).cache_miss}].")
+@click.option("--price-output", type=float, callback=_rate, cls=_BundledRateOption,
+              quote=lambda table: f"One flat USD per 1M output tokens [{_flash(table).output}].")
 @click.option("--system-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Real system prompt to count where a log has {{system}}.")
 @click.option("--tools-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -183,6 +200,12 @@ def cache_report(logs: tuple[Path, ...], session: str | None, fmt: str | None, o
                  fail_on_unexplained: bool, message_prefix: str, all_generations: bool, color: str | None) -> int:
     """Per model call of each LOG: cache reads, hit ratio, the expected read, collapses and their logged
     causes, and what each call and each collapse cost; a summary per log and overall."""
+    # polars and the report are imported here, not above: `audit cache-report --help` starts without them
+    import polars as pl
+
+    from .reports import cache_view
+    from .reports.cache_report import SCHEMA_VERSION, UNEXPLAINED, CacheOptions, build_cache_report
+
     flat = _prices(prices_file, (price_hit, price_miss, price_output))
     chosen = output_format(fmt, out)
     selection = chosen_paths(logs, session)

@@ -3,28 +3,31 @@
 Everything about the vocabulary (which types exist in which generation, which are surface types, which were
 renamed from what, which legacy types the v0 loader upgrades or refuses) lives in the schema files' `x-dsh-*`
 annotations; this module only reads them. A schema belongs to the generations its `x-dsh-generations` lists.
-The validators are compiled once per process and generation, because a log can hold millions of events.
+The validators are compiled once per process and generation, because a log can hold millions of events; the
+jsonschema ones (and jsonschema itself) only when an event fails the fast check (dsh_audit.fastcheck), which a
+valid log's events never do: most runs do not import jsonschema at all.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from importlib.resources.abc import Traversable
 from itertools import islice
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urljoin
 
-from jsonschema import Draft202012Validator, ValidationError
-from referencing import Registry, Resource
-from referencing.jsonschema import DRAFT202012
-
-from .fastcheck import Check, SourceCompiler
+from .fastcheck import Check, SourceCompiler, resolve_pointer
 from .text import clip, head
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator, ValidationError
+    from referencing import Registry
 
 MAX_VIOLATIONS = 5  # per event: enough to diagnose, cheap on a log that is wrong everywhere
 _SHORT = 60  # longest rendering of a value inside a message
@@ -58,12 +61,20 @@ class Vocabulary:
 @dataclass(frozen=True, slots=True)
 class _Compiled:
     vocabulary: Vocabulary
+    has_packed_row: bool   # v0/v1 only
+    data_types: frozenset[str]  # every type with a schema file, legacy ones included
+    fast: Mapping[str, Check]  # "envelope", "header", "packed_row" and every data type; see dsh_audit.fastcheck
+    valid_event: Mapping[str, Check]  # per known type: the whole event (envelope, placement, data) in one call
+
+
+@dataclass(frozen=True, slots=True)
+class _Validators:
+    """The jsonschema validators of one generation: they say why an event failed its fast check."""
+
     envelope: Draft202012Validator
     header: Draft202012Validator
     packed_row: Draft202012Validator | None   # v0/v1 only
     data: Mapping[str, Draft202012Validator]  # every type with a schema file, legacy ones included
-    fast: Mapping[str, Check]  # "envelope", "header", "packed_row" and every data type; see dsh_audit.fastcheck
-    valid_event: Mapping[str, Check]  # per known type: the whole event (envelope, placement, data) in one call
 
 
 def _schema_root() -> Traversable:
@@ -126,12 +137,18 @@ def _vocabulary(event_schemas: Iterable[dict[str, Any]]) -> Vocabulary:
 
 
 @cache
-def _registry() -> tuple[dict[str, dict[str, Any]], Registry[Any]]:
-    documents = load_schemas()
-    registry: Registry[Any] = Registry().with_resources(
+def _documents() -> dict[str, dict[str, Any]]:
+    return load_schemas()
+
+
+@cache
+def _registry() -> Registry[Any]:
+    from referencing import Registry, Resource
+    from referencing.jsonschema import DRAFT202012
+
+    return Registry().with_resources(
         (uri, Resource.from_contents(document, default_specification=DRAFT202012))
-        for uri, document in documents.items())
-    return documents, registry
+        for uri, document in _documents().items())
 
 
 def _root(documents: Iterable[dict[str, Any]], stem: str, generation: int) -> dict[str, Any] | None:
@@ -145,7 +162,7 @@ def _root(documents: Iterable[dict[str, Any]], stem: str, generation: int) -> di
 
 
 def _generation_documents(generation: int) -> list[dict[str, Any]]:
-    mine = [document for document in _registry()[0].values() if generation in schema_generations(document)]
+    mine = [document for document in _documents().values() if generation in schema_generations(document)]
     if not mine:
         raise KeyError(generation)
     return mine
@@ -160,14 +177,13 @@ def schema_at(generation: int, root: str, *keys: str) -> dict[str, Any] | None:
              next((d for d in documents if d.get("x-dsh-type") == root), None))
     if found is None:
         return None
-    resolver = _registry()[1].resolver(base_uri=found["$id"])
+    base: str = found["$id"]
     schema: Any = found
     for key in (None, *keys):
         if key is not None:
             schema = schema.get(key) if isinstance(schema, dict) else None
-        while isinstance(schema, dict) and "$ref" in schema:
-            resolved = resolver.lookup(schema["$ref"])
-            schema, resolver = resolved.contents, resolved.resolver
+        while isinstance(schema, dict) and "$ref" in schema:   # as the fast checks follow them: no jsonschema
+            schema, base = resolve_pointer(_documents(), urljoin(base, schema["$ref"]))
         if not isinstance(schema, dict):
             return None
     return dict(schema)
@@ -179,34 +195,52 @@ def vocabulary(generation: int = 0) -> Vocabulary:
     return _vocabulary(document for document in _generation_documents(generation) if "x-dsh-type" in document)
 
 
+def _roots(generation: int) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None, list[dict[str, Any]]]:
+    """A generation's envelope, session-header and packed-row (v0/v1 only) schemas, and its event schemas."""
+    mine = _generation_documents(generation)
+    envelope, header = _root(mine, "envelope", generation), _root(mine, "session-header", generation)
+    if envelope is None or header is None:
+        raise RuntimeError(f"schemas/: generation {generation} lacks an envelope or a session-header schema")
+    return envelope, header, _root(mine, "packed-chunk-row", generation), [
+        document for document in mine if "x-dsh-type" in document]
+
+
 @cache
 def _compiled(generation: int = 0) -> _Compiled:
-    documents, registry = _registry()
+    envelope, header, packed_row, event_schemas = _roots(generation)
+    roots = {"envelope": envelope, "header": header, **({"packed_row": packed_row} if packed_row else {}),
+             **{document["x-dsh-type"]: document for document in event_schemas}}
+    fast = SourceCompiler(_documents()).build(roots)   # a schema it cannot compile is checked by jsonschema alone
+    words = vocabulary(generation)
+    valid_event = {kind: _event_check(fast["envelope"], fast[kind], kind in words.surface_types)
+                   for kind in words.known_types if "envelope" in fast and kind in fast}
+    return _Compiled(vocabulary=words, has_packed_row=packed_row is not None,
+                     data_types=frozenset(document["x-dsh-type"] for document in event_schemas),
+                     fast=MappingProxyType(fast), valid_event=MappingProxyType(valid_event))
+
+
+@cache
+def _validators(generation: int) -> _Validators:
+    from jsonschema import Draft202012Validator
+
+    registry = _registry()
 
     def compile_schema(document: dict[str, Any]) -> Draft202012Validator:
         return Draft202012Validator(document, registry=registry)
 
-    mine = _generation_documents(generation)
-    event_schemas = [document for document in mine if "x-dsh-type" in document]
-    envelope, header = _root(mine, "envelope", generation), _root(mine, "session-header", generation)
-    packed_row = _root(mine, "packed-chunk-row", generation)
-    if envelope is None or header is None:
-        raise RuntimeError(f"schemas/: generation {generation} lacks an envelope or a session-header schema")
-    roots = {"envelope": envelope, "header": header, **({"packed_row": packed_row} if packed_row else {}),
-             **{document["x-dsh-type"]: document for document in event_schemas}}
-    fast = SourceCompiler(documents).build(roots)   # a schema it cannot compile is checked by jsonschema alone
-    words = vocabulary(generation)
-    valid_event = {kind: _event_check(fast["envelope"], fast[kind], kind in words.surface_types)
-                   for kind in words.known_types if "envelope" in fast and kind in fast}
-    return _Compiled(
-        vocabulary=words,
+    envelope, header, packed_row, event_schemas = _roots(generation)
+    return _Validators(
         envelope=compile_schema(envelope),
         header=compile_schema(header),
         packed_row=compile_schema(packed_row) if packed_row else None,
         data=MappingProxyType({doc["x-dsh-type"]: compile_schema(doc) for doc in event_schemas}),
-        fast=MappingProxyType(fast),
-        valid_event=MappingProxyType(valid_event),
     )
+
+
+def _packed_row_validator(generation: int) -> Draft202012Validator:
+    validator = _validators(generation).packed_row
+    assert validator is not None, "only asked for in a generation with packed rows"
+    return validator
 
 
 def _event_check(envelope: Check, data: Check, surface: bool) -> Check:
@@ -272,19 +306,20 @@ def _violations(error: ValidationError, prefix: str) -> Iterator[SchemaViolation
         yield SchemaViolation(where, head(error.message.replace("\n", " "), 120))
 
 
-def _check(validator: Draft202012Validator, instance: Any, prefix: str = "",
+def _check(validator: Callable[[], Draft202012Validator], instance: Any, prefix: str = "",
            fast: Check | None = None) -> list[SchemaViolation]:
+    """The first few violations of one schema; `validator` is asked for only when the fast check fails."""
     if fast is not None and fast(instance):
         return []
     found: list[SchemaViolation] = []
-    for error in islice(validator.iter_errors(instance), MAX_VIOLATIONS):
+    for error in islice(validator().iter_errors(instance), MAX_VIOLATIONS):
         found.extend(_violations(error, prefix))
     return found[:MAX_VIOLATIONS]
 
 
 def validate_document(validator: Draft202012Validator, instance: Any) -> list[SchemaViolation]:
     """A document's first few violations of one schema (a file dsh-audit reads beside the logs)."""
-    return _check(validator, instance)
+    return _check(lambda: validator, instance)
 
 
 def validate_event(event: dict[str, Any], generation: int = 0) -> list[SchemaViolation]:
@@ -300,7 +335,7 @@ def validate_event(event: dict[str, Any], generation: int = 0) -> list[SchemaVio
     valid = compiled.valid_event.get(kind) if isinstance(kind, str) else None
     if valid is not None and valid(event):
         return []
-    found = _check(compiled.envelope, event, fast=compiled.fast.get("envelope"))
+    found = _check(lambda: _validators(generation).envelope, event, fast=compiled.fast.get("envelope"))
     if not isinstance(kind, str):
         return found
     if kind in compiled.vocabulary.known_types:
@@ -310,24 +345,31 @@ def validate_event(event: dict[str, Any], generation: int = 0) -> list[SchemaVio
         else:
             found.extend(SchemaViolation(f"/{key}", "only surface events may carry it")
                          for key in ("surfaceOp", "sourceEventSeqs") if key in event)
-    data_validator = compiled.data.get(kind)
-    if data_validator is not None and "data" in event:
-        found.extend(_check(data_validator, event["data"], "/data", compiled.fast.get(kind)))
+    if "data" in event and kind in compiled.data_types:
+        found.extend(_check(lambda: _validators(generation).data[kind], event["data"], "/data",
+                            compiled.fast.get(kind)))
     return found[:MAX_VIOLATIONS]
 
 
 def validate_header(header: dict[str, Any], generation: int = 0) -> list[SchemaViolation]:
     """Check a JSONL session header line."""
-    compiled = _compiled(generation)
-    return _check(compiled.header, header, fast=compiled.fast.get("header"))
+    return _check(lambda: _validators(generation).header, header, fast=_header_check(generation))
+
+
+@cache
+def _header_check(generation: int) -> Check | None:
+    """The session header's fast check alone: verify's fast path checks the header, and its own types the
+    events, so it need not compile every event schema's check (_compiled)."""
+    header = _roots(generation)[1]
+    return SourceCompiler(_documents()).build({"header": header}).get("header")
 
 
 def validate_packed_row(row: dict[str, Any], generation: int = 0) -> list[SchemaViolation]:
     """Check a packed chunk row, including the rule a schema cannot say: one dt gap between members."""
     compiled = _compiled(generation)
-    if compiled.packed_row is None:
+    if not compiled.has_packed_row:
         return [SchemaViolation("", f"format v{generation} has no packed chunk rows")]
-    found = _check(compiled.packed_row, row, fast=compiled.fast.get("packed_row"))
+    found = _check(lambda: _packed_row_validator(generation), row, fast=compiled.fast.get("packed_row"))
     data = row.get("data") if isinstance(row, dict) else None
     if isinstance(data, dict) and isinstance(data.get("dt"), list):
         members = data.get("args" if row.get("type") == "tool-call-chunks" else "texts")

@@ -37,7 +37,7 @@ from urllib.parse import urljoin
 import msgspec
 
 from ..fastcheck import ANNOTATIONS, SourceCompiler, Unsupported, resolve_pointer
-from ..vocabulary import _generation_documents, _registry, _root, vocabulary
+from ..vocabulary import _documents, _generation_documents, _root, vocabulary
 
 MAX_SAFE = 2**53 - 1
 _DIGITS = frozenset("0123456789")
@@ -518,7 +518,7 @@ def _specialize(row: dict[str, Any], tag: str) -> dict[str, Any] | None:
 
 
 def _build(generation: int) -> FastTypes:
-    documents, _ = _registry()
+    documents = _documents()
     mine = _generation_documents(generation)
     envelope = _root(mine, "envelope", generation)
     row = _root(mine, "packed-chunk-row", generation)
@@ -600,7 +600,7 @@ def _build(generation: int) -> FastTypes:
             if isinstance(cls, type) and issubclass(cls, msgspec.Struct) and cls.__struct_config__.tag is not None}
     chunk_classes: dict[str, type] = {}
     if "assistant/chunk" in events:
-        union = typing.get_type_hints(typing.get_type_hints(events["assistant/chunk"])["data"])["chunk"]
+        union = _hints(_hints(events["assistant/chunk"])["data"])["chunk"]
         for member in typing.get_args(union):
             chunk_classes[member.__struct_config__.tag] = member
     deep = frozenset(cls for cls in [*events.values(), *packed.values()] if _unbounded(cls, frozenset()))
@@ -612,7 +612,7 @@ def _build(generation: int) -> FastTypes:
     walks: dict[type, tuple[int, tuple[str, ...]]] = {}
     for cls, depth in depths.items():
         if depth is None:   # unbounded: its bounded fields' depth, and the fields to walk
-            hints = typing.get_type_hints(cls)
+            hints = _hints(cls)
             names: tuple[str, ...] = cls.__struct_fields__  # type: ignore[attr-defined]
             fixed = [_static_depth(hints[name], depths, frozenset()) for name in names]
             walks[cls] = (1 + max((d for d in fixed if d is not None), default=0),
@@ -643,7 +643,7 @@ def _static_depth(annotation: Any, memo: dict[type, int | None], path: frozenset
         if annotation in path:
             return None
         fields = [_static_depth(hint, memo, path | {annotation})
-                  for hint in typing.get_type_hints(annotation).values()]
+                  for hint in _hints(annotation).values()]
         bounded = [d for d in fields if d is not None]
         depth = None if len(bounded) < len(fields) else 1 + max(bounded, default=0)
         if not path or depth is not None:
@@ -663,7 +663,7 @@ def _anyish(annotation: Any, seen: set[type]) -> bool:
         return any(_anyish(arg, seen) for arg in typing.get_args(annotation))
     if isinstance(annotation, type) and issubclass(annotation, msgspec.Struct) and annotation not in seen:
         seen.add(annotation)
-        return any(_anyish(hint, seen) for hint in typing.get_type_hints(annotation).values())
+        return any(_anyish(hint, seen) for hint in _hints(annotation).values())
     return False
 
 
@@ -680,8 +680,12 @@ def _unbounded(annotation: Any, path: frozenset[type]) -> bool:
     if isinstance(annotation, type) and issubclass(annotation, msgspec.Struct):
         if annotation in path:
             return True
-        return any(_unbounded(hint, path | {annotation}) for hint in typing.get_type_hints(annotation).values())
+        return any(_unbounded(hint, path | {annotation}) for hint in _hints(annotation).values())
     return False
+
+
+# A generated type's hints, resolved once: the depth and shape walks below ask for each type's many times.
+_hints = cache(typing.get_type_hints)
 
 
 def _never(value: Any) -> bool:

@@ -39,6 +39,7 @@ from ..records import LogSource
 from ..surface import derive_message
 from ..tokens import count_tokens
 from ..walker import Walker
+from .cache_rows import ROW_KINDS
 from .numbers import check_numbers, checked_total, is_count
 from .prediction import Predictor, RealHeader, sidecar_header, wire_body
 from .prices import PriceTable, default_table
@@ -83,7 +84,6 @@ TOTAL_COLUMNS: dict[str, Any] = {"logs": pl.Int64, **{k: v for k, v in LOG_COLUM
                                                      if k not in ("log", "generation", "sessionId", "model",
                                                                   "notes")},
                                  "cacheBlock": pl.Int64, "cacheBlockBasis": pl.String}
-ROW_KINDS = ("requests", "logs", "totals")
 
 
 DEFAULT_BLOCK = 128   # tokens; its basis, measured on the project's real logs with usage:

@@ -18,13 +18,14 @@ from datetime import UTC, date, datetime, time, timedelta, timezone
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
-
-from jsonschema import Draft202012Validator
+from typing import TYPE_CHECKING, Any
 
 from ..errors import DshAuditError
 from ..readers.jsonvalue import JsonProblem, JsonTooDeep, parse_json
 from ..vocabulary import validate_document
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
 
 MAX_PRICE = 1_000_000.0       # USD per perTokens tokens: data/prices.schema.json says why
 MAX_TABLE_BYTES = 1 << 20     # DeepSeek's table is 2 kB
@@ -132,6 +133,8 @@ def _offset(text: str) -> timezone:
 
 @cache
 def _table_schema() -> Draft202012Validator:
+    from jsonschema import Draft202012Validator  # on first use: importing this module stays cheap
+
     text = resources.files(__package__).joinpath("data", "prices.schema.json").read_text(encoding="utf-8")
     return Draft202012Validator(json.loads(text))
 

@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import IO, Any
-
-import polars as pl
+from typing import IO, TYPE_CHECKING, Any
 
 from ..errors import DshAuditError
 from ..output import check_output, is_stream, library_sink, open_output
 from ..text import printable_row
+
+if TYPE_CHECKING:
+    import polars as pl
 
 FORMATS = ("table", "csv", "json", "jsonl", "parquet")
 _BY_EXTENSION = {".csv": "csv", ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet",
@@ -28,6 +29,8 @@ _BY_EXTENSION = {".csv": "csv", ".json": "json", ".jsonl": "jsonl", ".ndjson": "
 def rows_frame(rows: list[dict[str, Any]], schema: dict[str, Any]) -> pl.DataFrame:
     """Report rows as a DataFrame. Arrow strings are UTF-8, which a lone surrogate from a log is not: then the
     rows are made printable (\\uXXXX) first. The common case pays nothing."""
+    import polars as pl  # here, not above: the command line imports this module for FORMATS
+
     try:
         return pl.DataFrame(rows, schema=schema, orient="row")
     except UnicodeEncodeError:

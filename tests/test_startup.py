@@ -1,0 +1,55 @@
+"""Start-up: `audit --help`, `--version` and every command's --help load none of the heavy libraries the commands
+use (benchmarks/startup.py measures the CPU this saves)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import click
+import pytest
+
+from dsh_audit.cli import _LazyGroup, main
+
+HEAVY = ("polars", "jsonschema", "pyarrow", "deepdiff", "tokenizers")
+# cache-report's help quotes the bundled price table's rates, and the table is read as any is: checked against
+# its JSON Schema.
+NEEDED = {"cache-report": ["jsonschema"]}
+COMMANDS = [[name] for name in sorted(main.list_commands(click.Context(main)))]
+GOLDEN = main.get_command(click.Context(main), "golden")
+assert isinstance(GOLDEN, click.Group)
+COMMANDS += [["golden", name] for name in sorted(GOLDEN.commands)]
+
+
+def imported_modules(*args: str) -> set[str]:
+    """The modules `python -m dsh_audit ARGS` imported, from -X importtime's report on stderr."""
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "dsh_audit", *args], capture_output=True,
+                          timeout=120, check=False, env={**os.environ, "COLUMNS": "100"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout
+    return set(re.findall(rb"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)$", done.stderr, re.MULTILINE))
+
+
+def heavy(modules: set[bytes]) -> list[str]:
+    return sorted({name.decode().split(".")[0] for name in modules} & set(HEAVY))
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], *([*names, "--help"] for names in COMMANDS)],
+                         ids=" ".join)
+def test_help_and_version_import_no_heavy_library(args: list[str]) -> None:
+    modules = imported_modules(*args)
+    assert b"click" in modules   # the report was read
+    assert heavy(modules) == NEEDED.get(args[0], [])
+
+
+def test_the_command_list_is_click_s_own() -> None:
+    """`audit --help` lists a lazy command by the summary kept in _LazyGroup.lazy: it must shorten, at any width,
+    to what the command's own help does."""
+    for name, (_, summary) in _LazyGroup.lazy.items():
+        command = main.get_command(click.Context(main), name)
+        assert command is not None
+        for limit in range(20, 200):
+            listed = click.Command(name, help=summary).get_short_help_str(limit)
+            assert listed == command.get_short_help_str(limit), (name, limit)
