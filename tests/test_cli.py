@@ -70,6 +70,40 @@ def test_rebuild_step_takes_the_digest_form_and_refuses_a_step_that_is_not_there
     assert code == 2 and "TURN.STEP#ATTEMPT" in err
 
 
+_DIRECTORY = str(SAMPLE.parents[1])
+
+
+@pytest.mark.parametrize("args", [
+    ("rebuild", str(SAMPLE), "--step", "99.9"),
+    ("rebuild", str(SAMPLE), "--step", "1.1#9", "--format", "json"),
+    ("rebuild", str(SAMPLE), "--step", "99.9", "--format", "jsonl"),
+    ("rebuild", str(SAMPLE), "--step", "99.9", "--format", "digest"),
+    ("explain", str(SAMPLE), "99.9", "--format", "json"),
+    ("verify", _DIRECTORY, "--session", "zz", "--format", "json"),
+    ("verify", str(SAMPLE), "--session", "zz", "--format", "json"),
+    ("cache-report", _DIRECTORY, "--session", "zz", "--format", "json"),
+    ("cache-report", str(SAMPLE), "--session", "zz", "--format", "csv"),
+    ("header-diff", _DIRECTORY, "--session", "zz", "--format", "jsonl"),
+    ("sessions", "--root", str(SAMPLE.parent / "no-such-root"), "--format", "json"),
+], ids=lambda args: " ".join(a for a in args if "/" not in a))
+def test_a_selection_that_matches_nothing_fails_before_stdout_is_written(args: tuple[str, ...]) -> None:
+    """A machine document is never begun and then abandoned: the error is the only output (a given log with
+    --session was an internal error before, from a session search below a file)."""
+    code, out, err = run(*args)
+    assert (code, out) == (2, "")
+    assert len(err.strip().splitlines()) == 1 and err.startswith("audit: ")
+
+
+@pytest.mark.parametrize("args", [
+    ("rebuild", str(SAMPLE), "--step", "one", "--format", "json"),
+    ("cache-report", str(SAMPLE), "--format", "json", "--rows", "bogus"),
+    ("sessions", "--format", "json", "--limit", "0"),
+])
+def test_a_bad_option_fails_before_stdout_is_written(args: tuple[str, ...]) -> None:
+    code, out, err = run(*args)
+    assert (code, out) == (2, "") and "Error: Invalid value" in err
+
+
 @pytest.mark.parametrize(("content", "message"), [
     (None, "no such file"),
     (b"", "empty log"),

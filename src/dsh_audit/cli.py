@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar
 
 import click
 
@@ -435,24 +435,28 @@ def rebuild(log: Path | None, session: str | None, step_filter: str | None, fmt:
 
     wanted = parse_step(step_filter, "--step")
     path = chosen_log(log, session)
+    # With --step, the few requests picked are held until one is found: a step that matches nothing is an
+    # error with nothing on stdout, not an empty document before it.
+    held = io.BytesIO() if wanted is not None else None
     with paused_gc():
-        written = _write_requests(path, wanted, fmt, message_prefix)
+        written = _write_requests(path, wanted, fmt, message_prefix, held if held is not None else sys.stdout.buffer)
     if wanted is not None and not written:
         raise DshAuditError(f"no request {step_filter} in this log (audit rebuild --format digest lists them)",
                             path=str(path))
+    if held is not None:
+        sys.stdout.buffer.write(held.getvalue())
     return EXIT_CLEAN
 
 
 Step = tuple[int, int, int | None]
 
 
-def _write_requests(log: Path, wanted: Step | None, fmt: str, message_prefix: str) -> int:
-    """Write the requests (those of `wanted` only, when given); how many were written. JSON is one document,
+def _write_requests(log: Path, wanted: Step | None, fmt: str, message_prefix: str, out: BinaryIO) -> int:
+    """Write the requests (those of `wanted` only, when given) to `out`; how many were written. JSON is one document,
     streamed: its requests are written as they are rebuilt."""
     from .fold import RebuiltRequest
     from .readers import open_logs
 
-    out = sys.stdout.buffer
     written = 0
     for source in open_logs(log):
         if fmt == "json":
