@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from click.testing import CliRunner
 from conftest_reference import LOGS_ROOT
 from dsh_audit import reconstruct_file
 from dsh_audit.cli import main
+from dsh_audit.generations import generations as all_generations
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_logs" / "compaction-recovery" / "session.jsonl"
 
@@ -68,6 +70,15 @@ def test_rebuild_step_takes_the_digest_form_and_refuses_a_step_that_is_not_there
     assert code == 2 and "no request 9.9 in this log" in err and len(err.strip().splitlines()) == 1
     code, _, err = run("rebuild", "--step", "1.x", str(SAMPLE))
     assert code == 2 and "TURN.STEP#ATTEMPT" in err
+
+
+def test_version_names_the_generations_read_and_the_price_table_s_date() -> None:
+    code, out, _ = run("--version")
+    first, generations, prices = out.splitlines()
+    assert code == 0 and first.startswith("audit, version ")
+    assert generations.startswith(f"log generations read: {', '.join(g.label for g in all_generations())} (")
+    bundled = json.loads(resources.files("dsh_audit.reports").joinpath("data", "deepseek-prices.json").read_text())
+    assert f"as of {bundled['asOf']} " in prices and bundled["asOf"] in bundled["source"]
 
 
 _DIRECTORY = str(SAMPLE.parents[1])
