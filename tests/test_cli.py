@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -179,6 +180,35 @@ def test_installed_script_runs_in_a_real_subprocess() -> None:
                           text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert len(done.stdout.splitlines()) == 3
+
+
+def _complete(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The installed `audit` script run as a shell's completion runs it: click names the variable after the
+    program, so `python -m dsh_audit` would not do."""
+    script = Path(sys.executable).with_name("audit")
+    assert script.exists(), "the editable install (make install) provides the audit script"
+    return subprocess.run([str(script)], capture_output=True, text=True, timeout=120, check=False,
+                          env={**os.environ, **env})
+
+
+@pytest.mark.parametrize(("shell", "registration"), [
+    ("bash", "complete -o nosort -F _audit_completion audit"),
+    ("zsh", "compdef _audit_completion audit"),
+    ("fish", "complete --no-files --command audit"),
+])
+def test_shell_completion_prints_a_script_for_each_shell(shell: str, registration: str) -> None:
+    done = _complete({"_AUDIT_COMPLETE": f"{shell}_source"})
+    assert done.returncode == 0 and done.stderr == ""
+    assert registration in done.stdout
+
+
+def test_shell_completion_completes_commands_and_choices() -> None:
+    done = _complete({"_AUDIT_COMPLETE": "bash_complete", "COMP_WORDS": "audit cache-report --format ",
+                      "COMP_CWORD": "3"})
+    assert done.returncode == 0
+    assert done.stdout.splitlines() == ["plain,table", "plain,csv", "plain,json", "plain,jsonl", "plain,parquet"]
+    done = _complete({"_AUDIT_COMPLETE": "bash_complete", "COMP_WORDS": "audit gold", "COMP_CWORD": "1"})
+    assert done.stdout.splitlines() == ["plain,golden"]
 
 
 def test_the_entry_point_takes_the_signals_before_loading_the_library() -> None:
