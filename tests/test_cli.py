@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from click.testing import CliRunner
 from conftest_reference import LOGS_ROOT
 from dsh_audit import reconstruct_file
 from dsh_audit.cli import main
+from dsh_audit.generations import generations as all_generations
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_logs" / "compaction-recovery" / "session.jsonl"
 
@@ -68,6 +71,49 @@ def test_rebuild_step_takes_the_digest_form_and_refuses_a_step_that_is_not_there
     assert code == 2 and "no request 9.9 in this log" in err and len(err.strip().splitlines()) == 1
     code, _, err = run("rebuild", "--step", "1.x", str(SAMPLE))
     assert code == 2 and "TURN.STEP#ATTEMPT" in err
+
+
+def test_version_names_the_generations_read_and_the_price_table_s_date() -> None:
+    code, out, _ = run("--version")
+    first, generations, prices = out.splitlines()
+    assert code == 0 and first.startswith("audit, version ")
+    assert generations.startswith(f"log generations read: {', '.join(g.label for g in all_generations())} (")
+    bundled = json.loads(resources.files("dsh_audit.reports").joinpath("data", "deepseek-prices.json").read_text())
+    assert f"as of {bundled['asOf']} " in prices and bundled["asOf"] in bundled["source"]
+
+
+_DIRECTORY = str(SAMPLE.parents[1])
+
+
+@pytest.mark.parametrize("args", [
+    ("rebuild", str(SAMPLE), "--step", "99.9"),
+    ("rebuild", str(SAMPLE), "--step", "1.1#9", "--format", "json"),
+    ("rebuild", str(SAMPLE), "--step", "99.9", "--format", "jsonl"),
+    ("rebuild", str(SAMPLE), "--step", "99.9", "--format", "digest"),
+    ("explain", str(SAMPLE), "99.9", "--format", "json"),
+    ("verify", _DIRECTORY, "--session", "zz", "--format", "json"),
+    ("verify", str(SAMPLE), "--session", "zz", "--format", "json"),
+    ("cache-report", _DIRECTORY, "--session", "zz", "--format", "json"),
+    ("cache-report", str(SAMPLE), "--session", "zz", "--format", "csv"),
+    ("header-diff", _DIRECTORY, "--session", "zz", "--format", "jsonl"),
+    ("sessions", "--root", str(SAMPLE.parent / "no-such-root"), "--format", "json"),
+], ids=lambda args: " ".join(a for a in args if "/" not in a))
+def test_a_selection_that_matches_nothing_fails_before_stdout_is_written(args: tuple[str, ...]) -> None:
+    """A machine document is never begun and then abandoned: the error is the only output (a given log with
+    --session was an internal error before, from a session search below a file)."""
+    code, out, err = run(*args)
+    assert (code, out) == (2, "")
+    assert len(err.strip().splitlines()) == 1 and err.startswith("audit: ")
+
+
+@pytest.mark.parametrize("args", [
+    ("rebuild", str(SAMPLE), "--step", "one", "--format", "json"),
+    ("cache-report", str(SAMPLE), "--format", "json", "--rows", "bogus"),
+    ("sessions", "--format", "json", "--limit", "0"),
+])
+def test_a_bad_option_fails_before_stdout_is_written(args: tuple[str, ...]) -> None:
+    code, out, err = run(*args)
+    assert (code, out) == (2, "") and "Error: Invalid value" in err
 
 
 @pytest.mark.parametrize(("content", "message"), [
@@ -134,6 +180,35 @@ def test_installed_script_runs_in_a_real_subprocess() -> None:
                           text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert len(done.stdout.splitlines()) == 3
+
+
+def _complete(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The installed `audit` script run as a shell's completion runs it: click names the variable after the
+    program, so `python -m dsh_audit` would not do."""
+    script = Path(sys.executable).with_name("audit")
+    assert script.exists(), "the editable install (make install) provides the audit script"
+    return subprocess.run([str(script)], capture_output=True, text=True, timeout=120, check=False,
+                          env={**os.environ, **env})
+
+
+@pytest.mark.parametrize(("shell", "registration"), [
+    ("bash", "complete -o nosort -F _audit_completion audit"),
+    ("zsh", "compdef _audit_completion audit"),
+    ("fish", "complete --no-files --command audit"),
+])
+def test_shell_completion_prints_a_script_for_each_shell(shell: str, registration: str) -> None:
+    done = _complete({"_AUDIT_COMPLETE": f"{shell}_source"})
+    assert done.returncode == 0 and done.stderr == ""
+    assert registration in done.stdout
+
+
+def test_shell_completion_completes_commands_and_choices() -> None:
+    done = _complete({"_AUDIT_COMPLETE": "bash_complete", "COMP_WORDS": "audit cache-report --format ",
+                      "COMP_CWORD": "3"})
+    assert done.returncode == 0
+    assert done.stdout.splitlines() == ["plain,table", "plain,csv", "plain,json", "plain,jsonl", "plain,parquet"]
+    done = _complete({"_AUDIT_COMPLETE": "bash_complete", "COMP_WORDS": "audit gold", "COMP_CWORD": "1"})
+    assert done.stdout.splitlines() == ["plain,golden"]
 
 
 def test_the_entry_point_takes_the_signals_before_loading_the_library() -> None:

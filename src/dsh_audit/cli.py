@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar
 
 import click
 
@@ -223,7 +223,9 @@ Examples:
   audit explain LOG 1.2#2                why request 1.2#2 did not extend what was cached
 Exit codes: 0 clean, 1 findings, 2 unreadable input, unwritable output or bad usage, 3 internal error,
 130 interrupted (Ctrl-C), 143 terminated (SIGTERM), 141 stdout closed early (each command's --help says more).""")
-@click.version_option(package_name="dsh-audit", prog_name="audit")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=lambda ctx, _param, value: _print_version(ctx) if value else None,
+              help="Show the version, the log generations read and the price table's date, and exit.")
 @COLOR_OPTION
 @click.option("--max-line-bytes", metavar="SIZE", callback=lambda _ctx, _param, value: _set_cap(LINE_ENV, value),
               help=f"Longest line (one event) read, e.g. 512M [default: 256M; env {LINE_ENV}].")
@@ -234,6 +236,21 @@ def main(max_line_bytes: str | None, max_decompressed_bytes: str | None, color: 
     """Audit dsh session logs offline: every model request rebuilt from the log, every invariant checked.
 
     Reads every dsh log generation (format v0 to v4); with no path, dsh's own session root."""
+
+
+def _print_version(ctx: click.Context) -> None:
+    """The version, the generations read and the bundled price table's date, each read as plain JSON: --version
+    loads no schema validator (tests/test_startup.py)."""
+    from importlib import metadata, resources
+
+    package = resources.files("dsh_audit")
+    generations = json.loads(package.joinpath("schemas", "generations.json").read_text(encoding="utf-8"))
+    prices = json.loads(package.joinpath("reports", "data", "deepseek-prices.json").read_text(encoding="utf-8"))
+    versions = ", ".join(f"v{g['version']}" for g in generations["generations"])
+    click.echo(f"audit, version {metadata.version('dsh-audit')}\n"
+               f"log generations read: {versions} (schemas/generations.json; docs/generations.md)\n"
+               f"price table: DeepSeek's as of {prices['asOf']} (docs/prices.md; --prices FILE overrides)")
+    ctx.exit()
 
 
 def _set_cap(variable: str, value: str | None) -> None:
@@ -435,24 +452,28 @@ def rebuild(log: Path | None, session: str | None, step_filter: str | None, fmt:
 
     wanted = parse_step(step_filter, "--step")
     path = chosen_log(log, session)
+    # With --step, the few requests picked are held until one is found: a step that matches nothing is an
+    # error with nothing on stdout, not an empty document before it.
+    held = io.BytesIO() if wanted is not None else None
     with paused_gc():
-        written = _write_requests(path, wanted, fmt, message_prefix)
+        written = _write_requests(path, wanted, fmt, message_prefix, held if held is not None else sys.stdout.buffer)
     if wanted is not None and not written:
         raise DshAuditError(f"no request {step_filter} in this log (audit rebuild --format digest lists them)",
                             path=str(path))
+    if held is not None:
+        sys.stdout.buffer.write(held.getvalue())
     return EXIT_CLEAN
 
 
 Step = tuple[int, int, int | None]
 
 
-def _write_requests(log: Path, wanted: Step | None, fmt: str, message_prefix: str) -> int:
-    """Write the requests (those of `wanted` only, when given); how many were written. JSON is one document,
+def _write_requests(log: Path, wanted: Step | None, fmt: str, message_prefix: str, out: BinaryIO) -> int:
+    """Write the requests (those of `wanted` only, when given) to `out`; how many were written. JSON is one document,
     streamed: its requests are written as they are rebuilt."""
     from .fold import RebuiltRequest
     from .readers import open_logs
 
-    out = sys.stdout.buffer
     written = 0
     for source in open_logs(log):
         if fmt == "json":

@@ -316,5 +316,9 @@ def default_paths(logs: tuple[Path, ...], session: str | None,
         require_root(roots[0], other="pass a log or directory")
     if session is None:
         return Selection(roots)
+    for root in roots:   # a session is found below a folder; a log given is already one session
+        if root.is_file():
+            raise LogReadError("--session picks a session below a directory; this is a log: pass it alone",
+                               path=str(root))
     picked = _find(roots, session)
     return Selection([picked.path], dict.fromkeys(picked.skipped, picked.path))
