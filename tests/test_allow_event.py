@@ -133,3 +133,21 @@ def test_allowing_touches_only_matching_unknown_ignorable_warnings() -> None:
     assert allow(unknown) is unknown
     with pytest.raises(DshAuditError):
         allow_patterns(["a b"])
+
+
+def test_the_report_allows_the_same_events_as_verify(tmp_path: Path) -> None:
+    """audit report's verify section reads --allow-event and $DSH_AUDIT_ALLOW_EVENTS as verify does: the product's
+    events are notes there, not warnings; a bad pattern is one line, exit 2, before any work."""
+    pages = {}
+    for name, args, env in (("plain", [], None), ("option", ["--allow-event", "lyteboat/*"], None),
+                            ("variable", [], {ALLOW_EVENTS_ENV: "lyteboat/*"})):
+        code, _, _ = run("report", str(OVERVIEW), "-o", str(tmp_path / f"{name}.html"), *args, env=env)
+        assert code == 0
+        pages[name] = (tmp_path / f"{name}.html").read_text(encoding="utf-8")
+    assert "4 warning [unknown-ignorable]" in pages["plain"]
+    for name in ("option", "variable"):
+        assert "4 info [unknown-ignorable]" in pages[name] and "warning [unknown-ignorable]" not in pages[name], name
+        assert "(allowed by &#x27;lyteboat/*&#x27;)" in pages[name], name   # the page escapes the quotes
+    code, out, err = run("report", str(OVERVIEW), "-o", str(tmp_path / "bad.html"), "--allow-event", "a b")
+    assert (code, out) == (2, "") and err.count("\n") == 1 and "--allow-event: the pattern 'a b'" in err
+    assert not (tmp_path / "bad.html").exists()

@@ -275,6 +275,11 @@ def _escape_what_cannot_be_shown() -> None:
 
 
 LOGS_ARGUMENT = click.argument("logs", nargs=-1, type=click.Path(path_type=Path))
+ALLOW_EVENT_OPTION = click.option(
+    "--allow-event", "allow_events", multiple=True, metavar="PATTERN",
+    help="An ignorable event type this version does not know, but you do (a glob on the type, e.g. 'acme/*'; "
+         "repeatable; also $DSH_AUDIT_ALLOW_EVENTS, space-separated): listed as a note, never a warning, so "
+         "--strict accepts it.")
 SESSION_OPTION = click.option(
     "--session", metavar="ID", help="The session whose id (or directory name) starts with ID, searched below the "
     "LOGS given, else below dsh's session root ($DSH_HOME/sessions, else ~/.dsh/sessions).")
@@ -316,10 +321,7 @@ Exit codes: 0 clean, 1 findings, 2 unreadable input, unwritable --junit or bad u
 @SESSION_OPTION
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--strict", is_flag=True, help="Warnings (placeholders, ignorable unknown events, torn tails) fail too.")
-@click.option("--allow-event", "allow_events", multiple=True, metavar="PATTERN",
-              help="An ignorable event type this version does not know, but you do (a glob on the type, e.g. "
-                   "'acme/*'; repeatable; also $DSH_AUDIT_ALLOW_EVENTS, space-separated): listed as a note, never "
-                   "a warning, so --strict accepts it.")
+@ALLOW_EVENT_OPTION
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, show_default=True,
               help="Processes for a directory of logs (0: one per core). Output order does not depend on it.")
 @click.option("--junit", "junit_file", type=click.Path(path_type=Path, allow_dash=True),
@@ -335,13 +337,12 @@ def verify(logs: tuple[Path, ...], session: str | None, fmt: str, strict: bool, 
 
     Every dsh log generation (format v0 to v4) is read; in a directory, each log's newest generation. With no
     LOG, the sessions in dsh's session root."""
-    from .findings import ALLOW_EVENTS_ENV, allow_patterns
+    from .findings import allowed_events
     from .output import check_output
     from .progress_bar import byte_progress
     from .verify import verify_paths
 
-    allowed = allow_patterns(allow_events) + allow_patterns(os.environ.get(ALLOW_EVENTS_ENV, "").split(),
-                                                            origin=ALLOW_EVENTS_ENV)
+    allowed = allowed_events(allow_events)
     chosen = chosen_paths(logs, session)
     paths = chosen.paths
     check_output(junit_file, inputs=chosen.inputs, what="the JUnit report", create_folder=True)   # before the work

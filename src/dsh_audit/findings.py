@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -68,6 +69,12 @@ class FindingSink:
 ALLOWABLE = "unknown-ignorable"   # the one finding an allowed event type turns into a note
 ALLOW_EVENTS_ENV = "DSH_AUDIT_ALLOW_EVENTS"
 _PATTERN_TROUBLE = re.compile(r"[\s\x00-\x1f\x7f]")
+
+
+def allowed_events(given: Iterable[str]) -> tuple[str, ...]:
+    """The --allow-event patterns given and those of $DSH_AUDIT_ALLOW_EVENTS (space-separated), checked."""
+    return allow_patterns(given) + allow_patterns(os.environ.get(ALLOW_EVENTS_ENV, "").split(),
+                                                  origin=ALLOW_EVENTS_ENV)
 
 
 def allow_patterns(patterns: Iterable[str], *, origin: str = "--allow-event") -> tuple[str, ...]:

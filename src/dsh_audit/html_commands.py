@@ -8,7 +8,15 @@ from pathlib import Path
 
 import click
 
-from .cli import ALL_GENERATIONS_OPTION, EXIT_CLEAN, LOGS_ARGUMENT, SESSION_OPTION, chosen_paths, tell_skipped
+from .cli import (
+    ALL_GENERATIONS_OPTION,
+    ALLOW_EVENT_OPTION,
+    EXIT_CLEAN,
+    LOGS_ARGUMENT,
+    SESSION_OPTION,
+    chosen_paths,
+    tell_skipped,
+)
 from .output import check_output, is_stream, write_output
 from .reports.views import cost, count
 from .text import printable
@@ -34,18 +42,22 @@ unwritable output or bad usage, 3 internal error, 130 interrupted.""")
 @click.option("-o", "--out", required=True, type=click.Path(path_type=Path, allow_dash=True),
               help="The HTML file to write (its folder must exist; replaced atomically; - for stdout).")
 @ALL_GENERATIONS_OPTION
-def report(logs: tuple[Path, ...], session: str | None, out: Path, all_generations: bool) -> int:
+@ALLOW_EVENT_OPTION
+def report(logs: tuple[Path, ...], session: str | None, out: Path, all_generations: bool,
+           allow_events: tuple[str, ...]) -> int:
     """One self-contained HTML page for the LOGS (files or directories): per session, its requests' prompt
     tokens split into cache read and miss, each collapse marked with its logged cause, header changes and
     compactions on the same axis, the cumulative cost, and verify's findings; for several sessions a table
     of them, sortable by cost, hit ratio and the rest (over 25, ranked worst first and only the 25 worst
-    drawn). The figures are cache-report's, with its defaults."""
+    drawn). The figures are cache-report's, with its defaults; verify's findings allow events as verify does."""
+    from .findings import allowed_events
     from .report_commands import tell_unreadable
     from .reports.cache_report import CacheOptions, build_cache_report
     from .reports.header_diff import build_header_diff
     from .reports.html import render_report, verify_findings
     from .verify import verify_paths
 
+    allowed = allowed_events(allow_events)   # before the work: a bad pattern is bad usage
     selection = chosen_paths(logs, session)
     paths, older = selection.paths, selection.superseded
     check_output(out, inputs=selection.inputs, what="the report")   # before the work
@@ -54,7 +66,7 @@ def report(logs: tuple[Path, ...], session: str | None, out: Path, all_generatio
     cache = build_cache_report(paths, CacheOptions(), all_generations=all_generations, superseded=older)
     headers = build_header_diff(paths, all_generations=all_generations, unreadable=[], superseded=older)
     findings = verify_findings(verify_paths(paths, keep_requests=False, all_generations=all_generations,
-                                            superseded=older))
+                                            superseded=older, allow_events=allowed))
     document = render_report(cache, headers, findings, inputs=[str(p) for p in paths], unreadable=cache.unreadable,
                              overview=cache.logs.height > 1 or any(p.is_dir() for p in paths),
                              generator=_generator())
