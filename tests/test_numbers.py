@@ -8,7 +8,6 @@ off-peak and says so; token sums past 2**63-1 are refused, not wrapped. The inpu
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import resource
@@ -22,6 +21,7 @@ import pytest
 
 from genbuilder import GenLog
 from logbuilder import LogBuilder
+from test_hostile_inputs import digest
 
 REPO = Path(__file__).resolve().parents[1]
 AS_LIMIT = 4 << 30   # polars reserves about 1.4 GiB of address space when imported
@@ -64,10 +64,6 @@ def one_line(run: Run, code: int, *needles: str) -> str:
     for needle in needles:
         assert needle in lines[0], lines[0]
     return lines[0]
-
-
-def digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def log_text(version: int, usage: dict[str, Any] | None = None, turns: int = 1) -> str:
