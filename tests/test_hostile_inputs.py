@@ -13,29 +13,22 @@ import hashlib
 import json
 import os
 import re
-import resource
 import sqlite3
-import subprocess
-import sys
-import tempfile
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 import zstandard
 
-import peak_rss
+from cli_child import Run, run_audit
 from dsh_audit.readers import open_log
 from dsh_audit.readers.limits import MAX_DEPTH
 from storebuilder import STORE_SCHEMA, varints
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "sample_logs" / "compaction-recovery" / "session.jsonl"
-AUDIT = [sys.executable, "-m", "dsh_audit"]
 MiB, GiB = 1 << 20, 1 << 30
 # verify and rebuild map a few hundred MiB at most; polars alone reserves about 1.4 GiB of address space when
 # imported (cache-report, header-diff, report, explain), which is reservation, not use: the resident budget
@@ -45,61 +38,11 @@ AS_LIMIT = {**dict.fromkeys(LIGHT, 3 * GiB // 2), **dict.fromkeys(HEAVY, 4 * GiB
 RSS_BUDGET = 640 * MiB   # default line cap (256 MiB) twice over, plus the interpreter and polars
 
 
-@dataclass(frozen=True)
-class Run:
-    code: int
-    out: str
-    err: str
-    peak_rss: int   # bytes
-
-    @property
-    def text(self) -> str:
-        return self.out + self.err
-
-
-def _limit(command: str) -> Callable[[], None]:
-    def apply() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (AS_LIMIT[command], AS_LIMIT[command]))
-    return apply
-
-
 def audit(*args: str, stdin: bytes | Path | None = None, env: dict[str, str] | None = None,
           timeout: float = 120) -> Run:
-    """The CLI in a child under a hard address-space limit; its peak RSS is its own (tests/peak_rss.py).
-    `stdin` bytes go through a real pipe, written from a thread (the child may stop reading early)."""
+    """The CLI in a child under its command's address-space limit, with its own peak RSS (tests/cli_child.py)."""
     command = next(arg for arg in args if arg in AS_LIMIT)   # the group's options (the caps) may come first
-    environment = {**os.environ, "COLUMNS": "200", **(env or {})}
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, ExitStack() as stack:
-        source: IO[bytes] | int = subprocess.DEVNULL
-        if isinstance(stdin, Path):
-            source = stack.enter_context(stdin.open("rb"))
-        elif stdin is not None:
-            source = subprocess.PIPE
-        report = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "peak"
-        child = subprocess.Popen(peak_rss.wrapped(report, [*AUDIT, *args]), stdin=source, stdout=out, stderr=err,
-                                 env=environment, preexec_fn=_limit(command), cwd=REPO, start_new_session=True)
-        if isinstance(stdin, bytes):
-            assert child.stdin is not None
-            threading.Thread(target=_feed, args=(child.stdin, stdin), daemon=True).start()
-        timer = threading.Timer(timeout, peak_rss.kill_group, (child.pid,))   # a hang fails the test, not the suite
-        timer.start()
-        try:
-            _, status, _usage = os.wait4(child.pid, 0)
-        finally:
-            timer.cancel()
-        child.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        return Run(child.returncode, out.read().decode(errors="replace"), err.read().decode(errors="replace"),
-                   peak_rss.read(report))
-
-
-def _feed(pipe: IO[bytes], data: bytes) -> None:
-    try:
-        pipe.write(data)
-        pipe.close()
-    except BrokenPipeError:
-        pass
+    return run_audit(*args, as_limit=AS_LIMIT[command], stdin=stdin, env=env, timeout=timeout)
 
 
 def one_line_error(run: Run, code: int, *needles: str) -> str:

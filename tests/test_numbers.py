@@ -9,21 +9,16 @@ off-peak and says so; token sums past 2**63-1 are refused, not wrapped. The inpu
 from __future__ import annotations
 
 import json
-import os
-import resource
-import subprocess
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from cli_child import Run, run_audit
 from genbuilder import GenLog
 from logbuilder import LogBuilder
 from test_hostile_inputs import digest
 
-REPO = Path(__file__).resolve().parents[1]
 AS_LIMIT = 4 << 30   # polars reserves about 1.4 GiB of address space when imported
 MARK = 777001        # the inputTokens of the built logs, replaced by each bad value as text
 # Each bad value as the log's text has it, and as the error shows it.
@@ -38,21 +33,8 @@ WHERE = {0: (7, 5, "assistant/chunk", "/data/chunk/usage/inputTokens"),
          4: (7, 5, "assistant/message", "/data/usage/inputTokens")}
 
 
-@dataclass(frozen=True)
-class Run:
-    code: int
-    out: str
-    err: str
-
-
 def audit(*args: str, env: dict[str, str] | None = None) -> Run:
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (AS_LIMIT, AS_LIMIT))
-
-    child = subprocess.run([sys.executable, "-m", "dsh_audit", *args], capture_output=True, text=True,
-                           preexec_fn=limit, cwd=REPO, timeout=300,
-                           env={**os.environ, "COLUMNS": "200", **(env or {})})
-    return Run(child.returncode, child.stdout, child.stderr)
+    return run_audit(*args, as_limit=AS_LIMIT, env=env, timeout=300)
 
 
 def one_line(run: Run, code: int, *needles: str) -> str:

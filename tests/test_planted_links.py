@@ -13,25 +13,20 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import resource
 import shutil
 import subprocess
-import sys
-import tempfile
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-import peak_rss
+from cli_child import AUDIT, Run, run_audit
 from dsh_audit.golden import GOLDEN_NAME
 from dsh_audit.readers.found import FoundFileError, open_found
 from test_hostile_inputs import build_store
 from test_safe_outputs import ROOT, SAMPLE, _as_nobody, _reachable_folder
 
-AUDIT = [sys.executable, "-m", "dsh_audit"]
 MiB, GiB = 1 << 20, 1 << 30
 AS_LIMIT = 4 * GiB       # polars reserves about 1.4 GiB of address space on import (cache-report, sessions)
 RSS_BUDGET = 200 * MiB   # reading /dev/zero to a cap would pass it; refusing the link costs the interpreter only
@@ -40,38 +35,9 @@ LINK_TARGETS = ("outside-file", "dev-zero", "fifo", "dangling")
 USERS = ("invoker", "unprivileged")
 
 
-@dataclass(frozen=True)
-class Run:
-    code: int
-    out: str
-    err: str
-    peak_rss: int
-
-
 def audit(*args: str | Path, user: str | None, env: dict[str, str] | None = None) -> Run:
-    """The CLI in a child under RLIMIT_AS, as `user` (None: this one); its own peak RSS (tests/peak_rss.py)."""
-    command: list[str | Path] = [*AUDIT, *args]
-    if user is not None:
-        command = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *command]
-
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (AS_LIMIT, AS_LIMIT))
-
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryDirectory() as rss:
-        report = Path(rss) / "peak"
-        child = subprocess.Popen(peak_rss.wrapped(report, command), stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                 preexec_fn=limit, env={**os.environ, "COLUMNS": "400", **(env or {})},
-                                 start_new_session=True)
-        timer = threading.Timer(TIMEOUT, peak_rss.kill_group, (child.pid,))   # a read blocked on a FIFO fails
-        timer.start()
-        try:
-            _, status, _usage = os.wait4(child.pid, 0)
-        finally:
-            timer.cancel()
-        out.seek(0)
-        err.seek(0)
-        return Run(os.waitstatus_to_exitcode(status), out.read().decode(errors="replace"),
-                   err.read().decode(errors="replace"), peak_rss.read(report))
+    """The CLI in a child under RLIMIT_AS, as `user` (None: this one), with its own peak RSS (tests/cli_child.py)."""
+    return run_audit(*args, as_limit=AS_LIMIT, user=user, env=env, timeout=TIMEOUT, columns=400)
 
 
 def one_line(run: Run) -> str:
