@@ -32,7 +32,6 @@ from dsh_audit.reports.html import (
     DETAILED_SESSIONS,
     display_names,
     esc,
-    label_text,
     render_report,
     script_json,
     verify_findings,
@@ -106,7 +105,7 @@ def assert_plots_match(page: PageResult, logs: list[Path | str]) -> dict[str, di
         assert plot["drawn"].get("read", 0) == requests, plot
         assert plot["drawn"].get("miss", 0) == requests, plot
         assert plot["drawn"].get("collapse", 0) == collapses == log["collapses"], plot
-        assert plot["data"]["cost"] == calls.height, plot   # the cumulative cost has a value at every call
+        assert plot["drawn"].get("cost", 0) == calls.height, plot   # the cumulative cost has a point per call
         unlogged = calls.filter((pl.col("kind") == "request") & pl.col("inputTokens").is_null()
                                 & pl.col("cacheReadTokens").is_null()).height
         assert plot["drawn"].get("no-usage", 0) == unlogged, plot   # a request with no usage is still seen
@@ -211,10 +210,9 @@ def test_hostile_log_text_is_shown_never_run(tmp_path: Path) -> None:
         text = driver.find_element(By.TAG_NAME, "body").text
         assert 'session s</script><script>window.pwned=1</script><img src="http://127.0.0.1:9/x"' in text
         assert "[unknown-event]" in text
-        marker = next(g for g in driver.find_elements(By.CSS_SELECTOR, "g.trace") if driver.execute_script(
-            "const cd = arguments[0].__data__; return cd && cd[0] && cd[0].trace && cd[0].trace.meta", g) == "header")
-        ActionChains(driver).move_to_element(marker.find_element(By.CSS_SELECTOR, "path.point")).perform()
-        hover = driver.execute_script("return document.querySelector('.hoverlayer').textContent")
+        marker = driver.find_element(By.CSS_SELECTOR, '[data-role="header"] path')
+        ActionChains(driver).move_to_element(marker).perform()
+        hover = driver.execute_script("return document.getElementById('tip').textContent")
         assert "config.</script><script>window.pwned=1</script>" in hover, hover
         assert driver.execute_script("return window.pwned") is None
 
@@ -223,7 +221,6 @@ def test_hostile_log_text_is_shown_never_run(tmp_path: Path) -> None:
 def test_log_text_is_escaped_wherever_it_lands() -> None:
     assert esc('<a href="x">&') == "&lt;a href=&quot;x&quot;&gt;&amp;"
     assert esc("\ud800") == "\\ud800"                          # always valid UTF-8
-    assert label_text("<b>" + "x" * 400, 10) == "&lt;b&gt;xxxxxx…"
     encoded = script_json({"t": "</script><!-- \u2028 & \ud800", "n": float("nan")})
     assert "<" not in encoded and ">" not in encoded and "&" not in encoded and "\u2028" not in encoded
     assert encoded.isascii() and '"n":null' in encoded
@@ -242,9 +239,9 @@ def test_one_file_no_network_and_a_policy_that_forbids_it(tmp_path: Path) -> Non
     policy = document[document.index('http-equiv="Content-Security-Policy"'):].split(">", 1)[0]
     assert "default-src &#x27;none&#x27;" in policy and "unsafe-eval" not in policy
     assert "connect-src" not in policy          # so default-src 'none' forbids every fetch
-    markup = document.split("<script>", 1)[0]  # what is not the inlined plotly.js or the page's script
+    markup = document.split("<script>", 1)[0]  # what is not the page's script
     assert " src=" not in markup and "http://" not in markup and "https://" not in markup
-    assert document.count("<script>") == 2 and document.count('<script type="application/json"') == 1
+    assert document.count("<script>") == 1 and document.count('<script type="application/json"') == 1
 
 
 def test_missing_output_folder_is_one_clear_line(tmp_path: Path) -> None:
@@ -359,9 +356,9 @@ def test_a_thousand_logs_draw_the_worst_and_list_every_one_in_bounded_memory(chr
 def test_past_the_listed_cap_the_rest_are_counted_with_where_to_find_them(tmp_path: Path) -> None:
     folder = many_sessions(tmp_path / "sessions", 6)
     cache = build_cache_report([folder], CacheOptions())
-    page = render_report(cache, build_header_diff([folder]), verify_findings([]), plotly_js=("", "0"), detailed=2,
-                         listed=4)
-    assert page.count('<section class="session"') == 2 and page.count("<tr><td class=\"log\"") == 4
+    page = render_report(cache, build_header_diff([folder]), verify_findings([]), detailed=2, listed=4)
+    table = page.split('id="sessions"', 1)[1].split("</table>", 1)[0]
+    assert page.count('<section class="session"') == 2 and table.count("<tr><td class=\"log\"") == 4
     assert "The 2 worst are drawn below; the other 2 are rows of this table only" in page
     assert '<p class="note" id="more-sessions">2 more session(s), the lowest ranked, are not listed: see ' \
            "<code>audit cache-report --rows logs</code>" in page
@@ -398,7 +395,7 @@ def test_a_session_past_its_shown_findings_counts_the_rest(tmp_path: Path) -> No
     label = cache.logs["log"][0]
     report = LogReport(label, generation=0, unlisted={"error": 7},
                        findings=[Finding("seq-gap", f"gap {k}", seq=k, log=label) for k in range(3)])
-    page = render_report(cache, build_header_diff([log]), verify_findings([report], shown=2), plotly_js=("", "0"))
+    page = render_report(cache, build_header_diff([log]), verify_findings([report], shown=2))
     assert "3 error [seq-gap], 7 more error(s), counted by verify past the findings it keeps" in page
     assert page.count("[seq-gap] gap ") == 2 and "and 8 more (audit verify lists them all)" in page
     assert "verify: 10 error(s), 0 warning(s)" in page
