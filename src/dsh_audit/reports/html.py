@@ -133,8 +133,8 @@ th, td { text-align: left; padding: 3px 8px; border-bottom: 1px solid #eee; vert
 td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 th button { font: inherit; font-weight: 600; border: 0; background: none; padding: 0; cursor: pointer; }
 th[aria-sort="ascending"] button::after { content: " ▲"; } th[aria-sort="descending"] button::after { content: " ▼"; }
-td.log { word-break: break-all; } td.when { white-space: nowrap; }
-td.cmd code { white-space: nowrap; }
+td.log { word-break: break-all; min-width: 12em; } td.when { white-space: nowrap; }
+td.cmd { word-break: break-all; min-width: 16em; }
 .sev-error { color: #b00020; font-weight: 600; } .sev-warning { color: #a05a00; } .sev-info { color: #555; }
 .bad { color: #b00020; font-weight: 600; }
 .plot { overflow-x: auto; margin: 8px 0 0; }
