@@ -38,6 +38,7 @@ from dsh_audit.reports.html import (
     script_json,
     verify_findings,
 )
+from dsh_audit.reports.html_plot import money, nice_ticks, short_count
 from dsh_audit.reports.views import usd
 from homebuilder import build_messy_home
 from logbuilder import LogBuilder
@@ -308,6 +309,18 @@ def test_log_text_is_escaped_wherever_it_lands() -> None:
     encoded = script_json({"t": "</script><!-- \u2028 & \ud800", "n": float("nan")})
     assert "<" not in encoded and ">" not in encoded and "&" not in encoded and "\u2028" not in encoded
     assert encoded.isascii() and '"n":null' in encoded
+
+
+@pytest.mark.parametrize(("most", "ticks"), [(930, [0, 200, 400, 600, 800, 1000]), (0, [0, 1]),
+                                           (203_500, [0, 50_000, 100_000, 150_000, 200_000, 250_000]),
+                                           (0.00026, [0, 0.0001, 0.0002, 0.0003])])
+def test_an_axis_ends_on_the_first_round_tick_at_or_above_its_largest_value(most: float, ticks: list[float]) -> None:
+    assert nice_ticks(most) == pytest.approx(ticks)
+
+
+def test_axis_labels_read_short() -> None:
+    assert [short_count(v) for v in (800, 250_000, 1_500_000)] == ["800", "250k", "1.5M"]
+    assert money(0.0001, 0.0003) == "$0.00010" and money(12.5, 50) == "$12.50"   # the digits the top tick needs
 
 
 def test_several_logs_are_named_without_the_folder_they_share() -> None:

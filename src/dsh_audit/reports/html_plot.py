@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import math
 from bisect import bisect_left
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +47,8 @@ LEFT, RIGHT, TOP, BOTTOM = 78, 88, 10, 58
 HEIGHT = 400
 LANE = 40                  # the header/compaction lane above the bars
 TICK_SPACING = 76          # at least this many pixels between two x labels
+
+Scale = Callable[[float], float]   # a data value to its pixel on one axis
 
 
 @dataclass(slots=True)
@@ -263,8 +266,8 @@ def _cross(x: float, y: float) -> str:
     return f'<path d="M{_n(x - 4)} {_n(y - 4)}l8 8m0-8l-8 8"/>'
 
 
-def _axes(requests: list[dict[str, Any]], token_ticks: list[float], cost_ticks: list[float], y_tokens: Any,
-          y_cost: Any, x_of: Any, step: float, width: float, top: float, bottom: float) -> list[str]:
+def _axes(requests: list[dict[str, Any]], token_ticks: list[float], cost_ticks: list[float], y_tokens: Scale,
+          y_cost: Scale, x_of: Scale, step: float, width: float, top: float, bottom: float) -> list[str]:
     """Grid lines and tick labels of both y axes, the x labels (`turn.step#attempt`, spaced to stay apart), the
     axis titles."""
     right = width - RIGHT
@@ -293,7 +296,7 @@ def _axes(requests: list[dict[str, Any]], token_ticks: list[float], cost_ticks: 
             "log order)</text>"]
 
 
-def _lane(header_marks: list[tuple[float, str]], compactions: list[tuple[float, str]], x_of: Any, top: float,
+def _lane(header_marks: list[tuple[float, str]], compactions: list[tuple[float, str]], x_of: Scale, top: float,
           bottom: float) -> list[str]:
     """Header changes (▼) and compactions (◆) in the lane above the bars, each with a guide line down through
     them; the hover text rides on the mark (`data-tip`)."""
