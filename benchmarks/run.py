@@ -472,6 +472,12 @@ def main(argv: list[str] | None = None) -> int:
     print("== html report over the small logs", flush=True)
     many = measure("html report over small logs + browser", [PY, str(HERE / "html_report.py"), "--many", rel_small,
                                                              "--json"])
+    from html_report import CORPUS
+    corpus = None
+    if CORPUS.is_dir():   # the real logs ($DSH_LOGS): the page's open time on a directory of them
+        print("== html report over the corpus", flush=True)
+        corpus = measure("html report over the corpus + browser", [PY, str(HERE / "html_report.py"), "--corpus",
+                                                                    str(CORPUS), "--json"])
     html_size = max((size for size in results if size <= 100), default=None)
     html = None
     if html_size is not None:   # the HTML report in headless Chromium (make browser installs it)
@@ -498,6 +504,11 @@ def main(argv: list[str] | None = None) -> int:
     checked_many = node_json(many)
     md += many_results_lines(checked_many) if checked_many else ["## HTML report over the small logs", "",
                                                                   f"- **FAIL**: {many.stdout[-300:]}", ""]
+    if corpus is not None:
+        from html_report import corpus_results_lines
+        checked_corpus = node_json(corpus)
+        md += corpus_results_lines(checked_corpus) if checked_corpus else [
+            "## HTML report over the corpus directory", "", f"- **FAIL**: {corpus.stdout[-300:]}", ""]
     md += ["## Notes", "",
            "- (a) floor: `parse_floor.py`, the faster of an orjson line loop and a 4 MiB block-split loop.",
            "- required work: `required_work.py`, the floor's line loop plus only the built-in calls (type passes, "
@@ -522,7 +533,7 @@ def main(argv: list[str] | None = None) -> int:
         listed += [result["required"], *result["runs"], result["share"]]  # type: ignore[list-item, misc]
         md += [f"    {shlex.join(r.cmd)}" for r in listed]
     md += [f"    {shlex.join(r.cmd)}" for r in (*par, startup, many)]
-    md += ([f"    {shlex.join(html.cmd)}"] if html else []) + [""]
+    md += [f"    {shlex.join(r.cmd)}" for r in (html, corpus) if r is not None] + [""]
     opts.out.write_text("\n".join(md))
     print(f"wrote {opts.out} in {total:.0f}s")
     return 0

@@ -1,7 +1,7 @@
 """Headless Chromium (Debian's chromium + chromedriver, driven by selenium) opening an HTML report from file://.
 
 Shared by tests/test_html_report.py and benchmarks/html_report.py. `open_report` loads the page, waits until
-every plot is drawn, and returns what a person would see, counted from the rendered SVG: the bars and collapse
+every plot is wired, and returns what a person would see, counted from the rendered SVG: the bars and collapse
 markers drawn per plot, the browser's console messages and every URL the page requested (CDP network log and
 the Resource Timing entries), and a PNG screenshot.
 """
@@ -28,34 +28,34 @@ CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
                   "--disable-dev-shm-usage", "--window-size=1400,1000", "--hide-scrollbars")
 INSTALL_HINT = "make browser (apt-get install chromium chromium-driver)"
 
-# Per plot: the points drawn for each trace role (`meta` of the trace), from the SVG: a bar is a `g.point`, a
-# marker a `path.point`. d3 binds each trace group's calcdata to its element, so the role is read from it.
+# Per plot: the marks drawn for each role, from the rendered SVG: every mark is one element in a group named by its
+# role (`data-role`); the cumulative cost is one polyline, counted by the points the browser parsed from it.
 COUNT_SCRIPT = """
 const plots = [];
-for (const gd of document.querySelectorAll('.plot')) {
+for (const holder of document.querySelectorAll('.plot')) {
   const drawn = {};
-  for (const group of gd.querySelectorAll('g.trace')) {
-    const cd = group.__data__;
-    const role = cd && cd[0] && cd[0].trace ? cd[0].trace.meta : null;
-    if (!role) continue;
-    drawn[role] = (drawn[role] || 0) + group.querySelectorAll('.point').length;
+  for (const group of holder.querySelectorAll('svg [data-role]')) {
+    const role = group.dataset.role;
+    const marks = group.tagName === 'polyline' ? group.points.numberOfItems : group.childElementCount;
+    drawn[role] = (drawn[role] || 0) + marks;
   }
-  const data = {};
-  for (const trace of gd._fullData || []) {
-    data[trace.meta] = (data[trace.meta] || 0) + (trace.x ? trace.x.length : 0);
-  }
-  plots.push({id: gd.id, log: gd.closest('section').getAttribute('data-log'), rendered: gd.dataset.rendered === 'true',
-              expected: {requests: Number(gd.dataset.requests), collapses: Number(gd.dataset.collapses),
-                         header: Number(gd.dataset.headerChanges), compaction: Number(gd.dataset.compactions)},
-              drawn: drawn, data: data});
+  plots.push({id: holder.id, log: holder.closest('section').getAttribute('data-log'),
+              rendered: holder.dataset.rendered === 'true',
+              expected: {requests: Number(holder.dataset.requests), collapses: Number(holder.dataset.collapses),
+                         header: Number(holder.dataset.headerChanges), compaction: Number(holder.dataset.compactions)},
+              drawn: drawn});
 }
 const resources = performance.getEntriesByType('resource').map(e => e.name);
 const summary = document.getElementById('summary');
 return {plots: plots, resources: resources, location: location.href, ready: document.body.dataset.ready === 'true',
         summary: summary ? summary.textContent : null,
         summaryTop: summary ? summary.getBoundingClientRect().top : null,
-        sessionRows: document.querySelectorAll('#sessions tbody tr').length};
+        sessionRows: document.querySelectorAll('#sessions tbody tr').length,
+        rankedRows: document.querySelectorAll('table.collapses tbody tr, #worst-collapses tbody tr').length};
 """
+
+
+PAGE_FACTS = ("ready", "summary", "summaryTop", "sessionRows", "rankedRows")   # PageResult.extra
 
 
 @dataclass
@@ -158,7 +158,6 @@ def open_report(page: Path, screenshot: Path, *, width: int = 1400) -> PageResul
         counted: dict[str, Any] = driver.execute_script(COUNT_SCRIPT)
         height = int(driver.execute_script("return document.documentElement.scrollHeight"))
         driver.set_window_size(width, min(max(height, 600), 8000))
-        time.sleep(0.3)   # the responsive plots redraw at the new size
         screenshot.parent.mkdir(parents=True, exist_ok=True)
         driver.save_screenshot(str(screenshot))
         console = list(driver.get_log("browser"))
@@ -168,4 +167,4 @@ def open_report(page: Path, screenshot: Path, *, width: int = 1400) -> PageResul
             if message.get("method") == "Network.requestWillBeSent":
                 requested.append(message["params"]["request"]["url"])
         return PageResult(counted["plots"], console, requested, counted["location"], screenshot, seconds,
-                          {key: counted[key] for key in ("ready", "summary", "summaryTop", "sessionRows")})
+                          {key: counted[key] for key in PAGE_FACTS})

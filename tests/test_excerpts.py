@@ -16,7 +16,7 @@ from dsh_audit.cli import exit_code_for, main
 from dsh_audit.explain import EXCERPT, _excerpt
 from dsh_audit.readers.home import SessionInfo
 from dsh_audit.reports.header_diff import _short as header_short
-from dsh_audit.reports.html import label_text
+from dsh_audit.reports.html_plot import tip_text
 from dsh_audit.reports.views import Column, fit, table, wrap
 from dsh_audit.session_commands import _cells
 from dsh_audit.text import clip, first_character, head, is_boundary, tail
@@ -140,7 +140,7 @@ def test_explain_shows_the_wild_log_s_chinese_text_whole() -> None:
 def test_html_labels_header_diff_and_schema_messages_cut_on_whole_characters(sample: str) -> None:
     long = sample * 12
     for limit in (3, 10, 25, 40):
-        assert_cut(long, label_text(long, limit))   # html.escape leaves these samples alone
+        assert_cut(long, tip_text(long, limit))
     assert_cut(f'"{long}"', header_short(long, 20))   # a header value shown as JSON
     assert_cut(f'"{long}"', vocabulary_short(long))
 

@@ -13,6 +13,7 @@ browser tests skip, loudly, only when chromium is absent and apt-get is not ther
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -27,16 +28,18 @@ from browser import PageResult, browser_session, find_chromium, install_chromium
 from conftest_reference import LOGS_ROOT, in_ci, require_corpus
 from dsh_audit.cli import main
 from dsh_audit.reports.cache_report import CacheOptions, build_cache_report
+from dsh_audit.reports.cache_view import call_name
 from dsh_audit.reports.header_diff import build_header_diff
 from dsh_audit.reports.html import (
     DETAILED_SESSIONS,
     display_names,
     esc,
-    label_text,
     render_report,
     script_json,
     verify_findings,
 )
+from dsh_audit.reports.html_plot import money, nice_ticks, short_count
+from dsh_audit.reports.views import usd
 from homebuilder import build_messy_home
 from logbuilder import LogBuilder
 from test_cache_report import TOOL_A, TOOL_B, turn, write_jsonl
@@ -47,6 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 GENERATE = ROOT / "benchmarks" / "generate_log.py"
 PLAN_REVIEW = "apps/web/tests/snapshots/plan-review"
 MANY_LOGS, COLLAPSING_EVERY = 1000, 40   # 25 of the 1,000 tiny sessions collapse (one unexplained each)
+ONE_SESSION_BUDGET = 1_500_000   # bytes of HTML for one session (the 100 MB benchmark log's page: 990 KB)
 MANY_LOGS_RSS = 320 * MiB   # measured 200 MiB (one log: 180 MiB); before the report kept each log it peaked at 373
 HOSTILE = ('</script><script>window.pwned=1</script><img src="http://127.0.0.1:9/x" onerror="window.pwned=2">'
            "<!-- $x$ &amp; \u2028 \ud800")   # a lone surrogate is legal in a JS string, so in a log
@@ -106,7 +110,7 @@ def assert_plots_match(page: PageResult, logs: list[Path | str]) -> dict[str, di
         assert plot["drawn"].get("read", 0) == requests, plot
         assert plot["drawn"].get("miss", 0) == requests, plot
         assert plot["drawn"].get("collapse", 0) == collapses == log["collapses"], plot
-        assert plot["data"]["cost"] == calls.height, plot   # the cumulative cost has a value at every call
+        assert plot["drawn"].get("cost", 0) == calls.height, plot   # the cumulative cost has a point per call
         unlogged = calls.filter((pl.col("kind") == "request") & pl.col("inputTokens").is_null()
                                 & pl.col("cacheReadTokens").is_null()).height
         assert plot["drawn"].get("no-usage", 0) == unlogged, plot   # a request with no usage is still seen
@@ -156,6 +160,7 @@ def test_corpus_directory_overview_sorts_by_cost_and_hit_ratio(tmp_path: Path) -
             return [float(cell.get_attribute("data-sort") or "-inf") for cell in cells]
 
         heads = [h.text for h in driver.find_elements(By.CSS_SELECTOR, "#sessions thead th")]
+        assert {"started (UTC)", "project (cwd)", "cost lost"} <= set(heads)
         cost, hit = heads.index("cost") + 1, heads.index("hit ratio") + 1
         button = driver.find_element(By.CSS_SELECTOR, f"#sessions thead th:nth-child({cost}) button")
         button.click()
@@ -168,22 +173,101 @@ def test_corpus_directory_overview_sorts_by_cost_and_hit_ratio(tmp_path: Path) -
         assert link.startswith(report.resolve().as_uri() + "#session-")   # an anchor in the same file
 
 
-@pytest.mark.usefixtures("chromium")
-def test_large_generated_log(tmp_path: Path) -> None:
-    """10 MB (416 requests, 11 compactions, a header change, evictions): every bar and marker drawn, in seconds."""
-    log = tmp_path / "s10-pressure.jsonl"
+@pytest.fixture(scope="module")
+def pressure_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The 10 MB generated log: 416 requests, 11 compactions, a header change, evictions."""
+    log = tmp_path_factory.mktemp("pressure") / "s10-pressure.jsonl"
     subprocess.run([sys.executable, str(GENERATE), "--size", "10MB", "--compaction", "pressure", "--out", str(log)],
                    check=True, capture_output=True)
+    return log
+
+
+@pytest.mark.usefixtures("chromium")
+def test_large_generated_log(pressure_log: Path, tmp_path: Path) -> None:
+    """Every bar and marker of the 10 MB log drawn, and its page within the one-session size budget."""
     started = time.perf_counter()
-    report = write_report(tmp_path, log)
+    report = write_report(tmp_path, pressure_log)
     written = time.perf_counter() - started
     page = opened(report, tmp_path)
     print(f"report written in {written:.2f}s")
     assert_clean_page(page, report)
-    [plot] = assert_plots_match(page, [log]).values()
+    [plot] = assert_plots_match(page, [pressure_log]).values()
     assert plot["drawn"]["read"] == 416 and plot["drawn"]["collapse"] >= 12   # as many as the library counts
     assert plot["drawn"]["compaction"] == 11 and plot["drawn"]["header"] == 1
-    assert page.seconds_to_ready < 30
+    assert report.stat().st_size < ONE_SESSION_BUDGET
+
+
+def test_one_long_session_stays_under_the_size_budget(pressure_log: Path) -> None:
+    """4,160 requests in one session (the 10 MB log's calls ten times over, each copy later turns and seqs; the
+    100 MB benchmark log has 4,166): every request a bar of each kind and a hover text, the page under 1.5 MB."""
+    cache = build_cache_report([pressure_log], CacheOptions())
+    turns, seqs = cache.requests.select(pl.col("turn").max(), pl.col("seq").max()).row(0)
+    cache.requests = pl.concat([cache.requests.with_columns(pl.col("turn") + k * turns, pl.col("seq") + k * (seqs + 1))
+                                for k in range(10)])
+    page = render_report(cache, build_header_diff([pressure_log]), verify_findings([]))
+    tips = json.loads(page.split('<script type="application/json" id="session-0-tips">', 1)[1].split("</script>")[0])
+    assert len(tips) == page.count("<rect ") // 2 == 4160
+    assert tips[416].startswith(f"{turns + 1}.") and page.count('<g data-role="collapse"') >= 1
+    print(f"\n4,160 requests: {len(page.encode('utf-8')):,} bytes of HTML")
+    assert len(page.encode("utf-8")) < ONE_SESSION_BUDGET
+
+
+@pytest.mark.usefixtures("chromium")
+def test_collapses_ranked_open_above_the_plot_x_named_by_call_and_hover_detail(tmp_path: Path) -> None:
+    """A session's collapses are an open table above its plot, costliest first, each with its audit explain
+    command; the x axis names every request turn.step#attempt; hovering a collapse's bar shows its detail."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    from browser import driver_for
+
+    log = collapsing_log(tmp_path)
+    report = write_report(tmp_path, log)
+    assert_clean_page(opened(report, tmp_path), report)
+    calls = build_cache_report([log], CacheOptions()).requests.filter(pl.col("kind") == "request")
+    names = [call_name(row) for row in calls.iter_rows(named=True)]
+    costliest = calls.filter(pl.col("collapse")).sort("collapseCostUsd", descending=True, maintain_order=True)
+    with driver_for(report) as driver:
+        table = driver.find_element(By.CSS_SELECTOR, "table.collapses")
+        plot = driver.find_element(By.CSS_SELECTOR, ".plot")
+        assert table.is_displayed() and table.location["y"] < plot.location["y"]
+        rows = [[cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
+                for row in table.find_elements(By.CSS_SELECTOR, "tbody tr")]
+        assert [row[1] for row in rows] == [call_name(row) for row in costliest.iter_rows(named=True)]
+        assert [row[4] for row in rows] == [usd(value) for value in costliest["collapseCostUsd"]]
+        assert all(row[5].startswith("audit explain ") and row[5].endswith(" " + row[1]) for row in rows)
+        labels = driver.find_elements(By.CSS_SELECTOR, '.plot svg g.ticks[text-anchor="middle"] text')
+        assert [label.text for label in labels] == names
+        worst = names.index(call_name(costliest.row(0, named=True)))
+        bar = driver.find_elements(By.CSS_SELECTOR, '[data-role="miss"] rect')[worst]
+        ActionChains(driver).move_to_element(bar).perform()
+        tip = driver.find_element(By.ID, "tip")
+        assert tip.is_displayed()
+        assert tip.text.startswith(f"{names[worst]} · seq ") and "collapse (" in tip.text and "cost lost: $" in tip.text
+
+
+def test_the_overview_ranks_sessions_by_cost_lost_with_start_and_project(tmp_path: Path) -> None:
+    """Over a few sessions (all drawn) the table is ranked by the cost lost, not the order read, and names when
+    and where each started; the page opens with the costliest collapses and their explain commands."""
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    for name, created, cwd, collapsing in (("a-steady", 1_790_370_182_807, "/home/me/ledger", False),
+                                           ("b-collapsing", 1_790_456_582_807, "/home/me/atlas", True)):
+        log = LogBuilder(session_id=name, createdAt=created, cwd=cwd)
+        turn(log, 1, "hello " * 100, 0, reason="initial", tools=[TOOL_A])
+        turn(log, 2, "again " * 100, 512)
+        if collapsing:
+            turn(log, 3, "more", 0, reason="change", tools=[TOOL_A, TOOL_B])
+        write_jsonl(log, folder / f"{name}.jsonl")
+    page = write_report(tmp_path, folder).read_text(encoding="utf-8")
+    table = page.split('id="sessions"', 1)[1].split("</table>", 1)[0]
+    first, second = table.split("<tr><td class=\"log\"")[1:]
+    assert "b-collapsing.jsonl" in first and "a-steady.jsonl" in second
+    assert "2026-09-26 21:03" in first and "/home/me/atlas" in first
+    assert "2026-09-25 21:03" in second and "/home/me/ledger" in second
+    assert page.index('id="worst"') < page.index('id="sessions"') < page.index('<section class="session"')
+    board = page.split('id="worst-collapses"', 1)[1].split("</table>", 1)[0]
+    assert board.count("<tr><td") == 1 and "audit explain " in board and "b-collapsing.jsonl 3.1#1" in board
 
 
 @pytest.mark.usefixtures("chromium")
@@ -211,10 +295,9 @@ def test_hostile_log_text_is_shown_never_run(tmp_path: Path) -> None:
         text = driver.find_element(By.TAG_NAME, "body").text
         assert 'session s</script><script>window.pwned=1</script><img src="http://127.0.0.1:9/x"' in text
         assert "[unknown-event]" in text
-        marker = next(g for g in driver.find_elements(By.CSS_SELECTOR, "g.trace") if driver.execute_script(
-            "const cd = arguments[0].__data__; return cd && cd[0] && cd[0].trace && cd[0].trace.meta", g) == "header")
-        ActionChains(driver).move_to_element(marker.find_element(By.CSS_SELECTOR, "path.point")).perform()
-        hover = driver.execute_script("return document.querySelector('.hoverlayer').textContent")
+        marker = driver.find_element(By.CSS_SELECTOR, '[data-role="header"] path')
+        ActionChains(driver).move_to_element(marker).perform()
+        hover = driver.execute_script("return document.getElementById('tip').textContent")
         assert "config.</script><script>window.pwned=1</script>" in hover, hover
         assert driver.execute_script("return window.pwned") is None
 
@@ -223,10 +306,21 @@ def test_hostile_log_text_is_shown_never_run(tmp_path: Path) -> None:
 def test_log_text_is_escaped_wherever_it_lands() -> None:
     assert esc('<a href="x">&') == "&lt;a href=&quot;x&quot;&gt;&amp;"
     assert esc("\ud800") == "\\ud800"                          # always valid UTF-8
-    assert label_text("<b>" + "x" * 400, 10) == "&lt;b&gt;xxxxxx…"
     encoded = script_json({"t": "</script><!-- \u2028 & \ud800", "n": float("nan")})
     assert "<" not in encoded and ">" not in encoded and "&" not in encoded and "\u2028" not in encoded
     assert encoded.isascii() and '"n":null' in encoded
+
+
+@pytest.mark.parametrize(("most", "ticks"), [(930, [0, 200, 400, 600, 800, 1000]), (0, [0, 1]),
+                                           (203_500, [0, 50_000, 100_000, 150_000, 200_000, 250_000]),
+                                           (0.00026, [0, 0.0001, 0.0002, 0.0003])])
+def test_an_axis_ends_on_the_first_round_tick_at_or_above_its_largest_value(most: float, ticks: list[float]) -> None:
+    assert nice_ticks(most) == pytest.approx(ticks)
+
+
+def test_axis_labels_read_short() -> None:
+    assert [short_count(v) for v in (800, 250_000, 1_500_000)] == ["800", "250k", "1.5M"]
+    assert money(0.0001, 0.0003) == "$0.00010" and money(12.5, 50) == "$12.50"   # the digits the top tick needs
 
 
 def test_several_logs_are_named_without_the_folder_they_share() -> None:
@@ -242,9 +336,9 @@ def test_one_file_no_network_and_a_policy_that_forbids_it(tmp_path: Path) -> Non
     policy = document[document.index('http-equiv="Content-Security-Policy"'):].split(">", 1)[0]
     assert "default-src &#x27;none&#x27;" in policy and "unsafe-eval" not in policy
     assert "connect-src" not in policy          # so default-src 'none' forbids every fetch
-    markup = document.split("<script>", 1)[0]  # what is not the inlined plotly.js or the page's script
+    markup = document.split("<script>", 1)[0]  # what is not the page's script
     assert " src=" not in markup and "http://" not in markup and "https://" not in markup
-    assert document.count("<script>") == 2 and document.count('<script type="application/json"') == 1
+    assert document.count("<script>") == 1 and document.count('<script type="application/json"') == 1
 
 
 def test_missing_output_folder_is_one_clear_line(tmp_path: Path) -> None:
@@ -359,9 +453,9 @@ def test_a_thousand_logs_draw_the_worst_and_list_every_one_in_bounded_memory(chr
 def test_past_the_listed_cap_the_rest_are_counted_with_where_to_find_them(tmp_path: Path) -> None:
     folder = many_sessions(tmp_path / "sessions", 6)
     cache = build_cache_report([folder], CacheOptions())
-    page = render_report(cache, build_header_diff([folder]), verify_findings([]), plotly_js=("", "0"), detailed=2,
-                         listed=4)
-    assert page.count('<section class="session"') == 2 and page.count("<tr><td class=\"log\"") == 4
+    page = render_report(cache, build_header_diff([folder]), verify_findings([]), detailed=2, listed=4)
+    table = page.split('id="sessions"', 1)[1].split("</table>", 1)[0]
+    assert page.count('<section class="session"') == 2 and table.count("<tr><td class=\"log\"") == 4
     assert "The 2 worst are drawn below; the other 2 are rows of this table only" in page
     assert '<p class="note" id="more-sessions">2 more session(s), the lowest ranked, are not listed: see ' \
            "<code>audit cache-report --rows logs</code>" in page
@@ -398,7 +492,7 @@ def test_a_session_past_its_shown_findings_counts_the_rest(tmp_path: Path) -> No
     label = cache.logs["log"][0]
     report = LogReport(label, generation=0, unlisted={"error": 7},
                        findings=[Finding("seq-gap", f"gap {k}", seq=k, log=label) for k in range(3)])
-    page = render_report(cache, build_header_diff([log]), verify_findings([report], shown=2), plotly_js=("", "0"))
+    page = render_report(cache, build_header_diff([log]), verify_findings([report], shown=2))
     assert "3 error [seq-gap], 7 more error(s), counted by verify past the findings it keeps" in page
     assert page.count("[seq-gap] gap ") == 2 and "and 8 more (audit verify lists them all)" in page
     assert "verify: 10 error(s), 0 warning(s)" in page

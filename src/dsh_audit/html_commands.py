@@ -47,10 +47,12 @@ def report(logs: tuple[Path, ...], session: str | None, out: Path, all_generatio
            allow_events: tuple[str, ...]) -> int:
     """One self-contained HTML page for the LOGS (files or directories): per session, its requests' prompt
     tokens split into cache read and miss, each collapse marked with its logged cause, header changes and
-    compactions on the same axis, the cumulative cost, and verify's findings; for several sessions a table
-    of them, sortable by cost, hit ratio and the rest (over 25, ranked worst first and only the 25 worst
-    drawn). The figures are cache-report's, with its defaults; verify's findings allow events as verify does."""
+    compactions on the same axis, the cumulative cost, and verify's findings; for several sessions the
+    costliest collapses of all and a table of the sessions ranked by the cost lost to collapses, with when and
+    where (cwd) each started, sortable by any column (over 25, only the 25 worst drawn). The figures are
+    cache-report's, with its defaults; verify's findings allow events as verify does."""
     from .findings import allowed_events
+    from .readers.home import session_origins
     from .report_commands import tell_unreadable
     from .reports.cache_report import CacheOptions, build_cache_report
     from .reports.header_diff import build_header_diff
@@ -67,8 +69,9 @@ def report(logs: tuple[Path, ...], session: str | None, out: Path, all_generatio
     headers = build_header_diff(paths, all_generations=all_generations, unreadable=[], superseded=older)
     findings = verify_findings(verify_paths(paths, keep_requests=False, all_generations=all_generations,
                                             superseded=older, allow_events=allowed))
+    origins = session_origins(cache.logs["log"].to_list())
     document = render_report(cache, headers, findings, inputs=[str(p) for p in paths], unreadable=cache.unreadable,
-                             overview=cache.logs.height > 1 or any(p.is_dir() for p in paths),
+                             overview=cache.logs.height > 1 or any(p.is_dir() for p in paths), origins=origins,
                              generator=_generator())
     size = write_output(out, document, inputs=selection.inputs, what="the report")   # never half a report
     totals = cache.totals.to_dicts()[0]

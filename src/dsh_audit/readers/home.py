@@ -24,6 +24,7 @@ from dsh_audit.generations import parse_log_name
 from dsh_audit.readers import open_log, open_logs
 from dsh_audit.readers.discover import Skipped, Unreadable, discover_logs
 from dsh_audit.readers.found import refused_link
+from dsh_audit.readers.stream import is_stream
 from dsh_audit.reconstruct import iter_requests
 from dsh_audit.records import LogSource
 
@@ -234,6 +235,32 @@ def list_sessions(root: Path, *, limit: int | None = None, tally: Tally = count_
     scan = scan_sessions([root])
     chosen = scan.sessions if limit is None else scan.sessions[:limit]
     return SessionScan([_tallied(info, tally) for info in chosen], scan.unlisted)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionOrigin:
+    """When and where a session began, from its header: `createdAt` (epoch milliseconds) and `cwd`."""
+
+    created_ms: int | None
+    cwd: str | None
+
+
+def session_origins(labels: Iterable[str]) -> dict[str, SessionOrigin]:
+    """The header facts of logs already read (labels as the reports give them), each reopened for its header
+    alone. A log read once from a pipe, or that cannot be opened again, is left out."""
+    origins: dict[str, SessionOrigin] = {}
+    for label in labels:
+        if is_stream(Path(label.partition("#")[0])):
+            continue
+        try:
+            source = open_log(label)
+        except (DshAuditError, OSError):
+            continue
+        created = source.header.get("createdAt")
+        origins[label] = SessionOrigin(created if isinstance(created, int) and not isinstance(created, bool)
+                                       else None, _text(source.header.get("cwd")))
+        source.close()
+    return origins
 
 
 # --- picking one ------------------------------------------------------------------------------------------------
