@@ -9,14 +9,12 @@ schemas cannot say (who wrote it, the loader's legacy upgrades, the decoders' an
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
 
-from .vocabulary import schema_at, vocabulary
+from .vocabulary import generations_document, schema_at, vocabulary
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,12 +35,6 @@ class Generation:
     @property
     def label(self) -> str:
         return f"v{self.version}"
-
-
-def _document() -> dict[str, Any]:
-    text = resources.files("dsh_audit.schemas").joinpath("generations.json").read_text(encoding="utf-8")
-    document: dict[str, Any] = json.loads(text)
-    return document
 
 
 def _derived(version: int) -> dict[str, Any]:
@@ -71,7 +63,7 @@ def generations() -> tuple[Generation, ...]:
         version=item["version"], written_by=item["writtenBy"], legacy_shapes=item["legacyShapes"],
         unique_source_ranges=item["uniqueSourceRanges"], error_needs_flag=item["toolResultErrorNeedsFlag"],
         **_derived(item["version"]))
-        for item in sorted(_document()["generations"], key=lambda item: item["version"]))
+        for item in sorted(generations_document()["generations"], key=lambda item: item["version"]))
 
 
 def generation(version: int) -> Generation:
