@@ -7,12 +7,15 @@ import json
 import os
 from pathlib import Path
 
+from dsh_audit.generations import newest
+
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "sample_logs" / "compaction-recovery"
 ZQ = REPO / "tests" / "fixtures" / "generations" / "zq0929" / "snapshots" / "sdk"
 V2 = (REPO / "tests" / "fixtures" / "generations" / "zsagi1368" / "packages" / "test-support" / "session-snapshot"
       / "tests" / "fixtures" / "suite" / "pin-turn" / "session.v2.jsonl")
 MOMENT = 1_790_000_000
+NEWER = newest().version + 1   # the generation of a session a newer dsh wrote
 
 
 def with_header(source: Path, session_id: str, cwd: str | None) -> bytes:
@@ -35,7 +38,7 @@ def put(path: Path, data: bytes, mtime: int) -> Path:
 
 
 def build_messy_home(root: Path) -> Path:
-    """Below the session root `root`: v0, v2, v3 and v4 sessions, one written by a newer dsh (v5), one torn in
+    """Below the session root `root`: v0, v2, v3 and v4 sessions, one written by a newer dsh (NEWER), one torn in
     the middle (line 7); returns `root`."""
     placed = {"v0": (SAMPLE / "session.jsonl", "session.jsonl"), "v2": (V2, "session.v2.jsonl"),
               "v3": (SAMPLE / "session.v3.jsonl", "session.v3.jsonl"),
@@ -44,8 +47,8 @@ def build_messy_home(root: Path) -> Path:
         put(root / f"--work-{name}--" / f"session-{name}" / file, with_header(source, f"session-{name}", "/w"),
             MOMENT)
     first, rest = (ZQ / "text-turn" / "session.v4.jsonl").read_bytes().split(b"\n", 1)
-    put(root / "--work-v5--" / "session-v5" / "session.v5.jsonl",
-        json.dumps({**json.loads(first), "version": 5}).encode() + b"\n" + rest, MOMENT)
+    put(root / f"--work-v{NEWER}--" / f"session-v{NEWER}" / f"session.v{NEWER}.jsonl",
+        json.dumps({**json.loads(first), "version": NEWER}).encode() + b"\n" + rest, MOMENT)
     lines = (SAMPLE / "session.jsonl").read_bytes().splitlines()
     put(root / "--work-torn--" / "session-torn" / "session.jsonl",
         b"\n".join([*lines[:6], b'{"seq": 5, "type": "turn/start", "data": {', *lines[7:]]) + b"\n", MOMENT)

@@ -34,6 +34,7 @@ from dsh_audit.cli import main
 from dsh_audit.errors import DshAuditError
 from dsh_audit.fastpath import Decided, decide
 from dsh_audit.fastpath.types import fast_types
+from dsh_audit.generations import generations
 from dsh_audit.readers import open_logs
 from dsh_audit.verify import LogReport, verify_path
 from official_migration import MigratedLog
@@ -121,7 +122,7 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 # -- generated decoders ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+@pytest.mark.parametrize("version", [known.version for known in generations()])
 def test_every_event_type_has_a_generated_decoder(version: int) -> None:
     from dsh_audit.vocabulary import vocabulary
     types = fast_types(version)
@@ -133,7 +134,7 @@ def test_every_event_type_has_a_generated_decoder(version: int) -> None:
 def test_content_blocks_compare_as_the_verifier_compares_dicts() -> None:
     """Chunk blocks and message content are compared as Structs: that is dict equality only for closed Structs."""
     import typing
-    for version in (0, 1, 2, 3, 4):
+    for version in (known.version for known in generations()):
         types = fast_types(version)
         seen: set[Any] = set()
 

@@ -21,6 +21,7 @@ from genbuilder import GenLog
 from logbuilder import MODEL, PROVIDER
 
 WIDE = {"COLUMNS": "250"}   # verify's rows and findings each on one line
+NEWER = generations()[-1].version + 1   # a generation dsh-audit does not know yet
 
 
 def codes(path: Path) -> list[str]:
@@ -52,12 +53,23 @@ def test_file_names_say_group_and_generation(name: str, group: str, version: int
     assert (parsed.group, parsed.version, parsed.canonical) == (group, version, canonical)
 
 
-def test_generations_are_v0_to_v4_with_their_rules() -> None:
+def test_generations_count_up_from_v0_with_their_rules() -> None:
     known = {g.version: g for g in generations()}
-    assert list(known) == [0, 1, 2, 3, 4]
-    assert [g.dispatch for g in known.values()] == ["first-chunk"] * 2 + ["settlement"] * 3
-    assert [g.system_prompt for g in known.values()] == ["header"] * 3 + ["surface"] * 2
+    assert list(known) == list(range(len(known)))
+    assert [known[v].dispatch for v in range(5)] == ["first-chunk"] * 2 + ["settlement"] * 3
+    assert [known[v].system_prompt for v in range(5)] == ["header"] * 3 + ["surface"] * 2
     assert known[4].tool_result == "tool-message" and known[3].replace_keys == ("startSeq", "endSeq")
+
+
+def test_what_newer_dsh_migrations_refuse_and_where_logs_are_stored() -> None:
+    """generations.json's facts about published packages: the v0->v1 and v2->v3 migrations' refusals reach the
+    generations below them, no later migration refuses anything, and only v0 ever lived in a SQLite store."""
+    known = {g.version: g for g in generations()}
+    assert [known[v].descriptor_refused_by for v in range(5)] == ["v0->v1", None, None, None, None]
+    assert [known[v].ignorable_refused_by for v in range(5)] == ["v0->v1", None, "v2->v3", None, None]
+    assert [known[v].early_surface_refused_by for v in range(5)] == ["v2->v3"] * 3 + [None] * 2
+    assert [g.version for g in generations() if g.sqlite_store] == [0]
+    assert all(g.fast_path for g in generations())
 
 
 @pytest.mark.parametrize(("values", "seq", "expected"), [
@@ -318,7 +330,8 @@ def test_a_generation_stored_twice_is_an_error_not_a_guess(tmp_path: Path) -> No
 @pytest.mark.parametrize(("name", "version", "message"), [
     ("session.jsonl", 3, "the header says log format v3 but the file name says v0"),
     ("session.v2.jsonl", 3, "the header says log format v3 but the file name says v2"),
-    ("session.v5.jsonl", 5, 'uses log format v5, newer than any generation dsh-audit knows (v0 to v4)'),
+    (f"session.v{NEWER}.jsonl", NEWER, f"uses log format v{NEWER}, newer than any generation dsh-audit knows "
+                                       f"({generations()[0].label} to {generations()[-1].label})"),
 ])
 def test_bad_generation_is_a_one_line_read_error(tmp_path: Path, name: str, version: int, message: str) -> None:
     log = GenLog(3)

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from dsh_audit import reconstruct_file
 from dsh_audit.cli import main
 from dsh_audit.errors import LogReadError
+from dsh_audit.generations import generations
 from dsh_audit.readers import home, open_log
 from dsh_audit.readers.home import (
     Selection,
@@ -27,6 +28,7 @@ from dsh_audit.readers.home import (
     session_root,
 )
 from dsh_audit.session_commands import humane_size
+from homebuilder import NEWER as NEWER_VERSION
 from homebuilder import SAMPLE, ZQ, build_messy_home, put, with_header
 
 REPO = Path(__file__).resolve().parent.parent
@@ -352,7 +354,8 @@ def messy_home(tmp_path: Path) -> Path:
     return build_messy_home(tmp_path / "dsh" / "sessions")
 
 
-NEWER = "uses log format v5, newer than any generation dsh-audit knows (v0 to v4)"
+NEWER = (f"uses log format v{NEWER_VERSION}, newer than any generation dsh-audit knows "
+         f"({generations()[0].label} to {generations()[-1].label})")
 TORN = "line 7: not valid JSON"
 
 
@@ -368,7 +371,7 @@ def test_one_bad_session_never_hides_the_others_in_any_report(messy_home: Path, 
         assert machine.exit_code == 0
         logs = {Path(row["log"]).parent.name for row in json.loads(machine.stdout)["rows"]}
         assert logs >= {"session-v0", "session-v3"}   # (a v2 fixture with no request has no call, no header row)
-        assert "session-v5" not in logs and "session-torn" not in logs
+        assert f"session-v{NEWER_VERSION}" not in logs and "session-torn" not in logs
         said = machine.stderr.splitlines()
         assert len(said) == 3 and NEWER in said[0] + said[1] and ":7: not valid JSON" in said[0] + said[1]
     rows = json.loads(CliRunner().invoke(main, ["cache-report", "--rows", "logs", "--format", "json"],

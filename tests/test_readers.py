@@ -385,6 +385,18 @@ def test_sqlite_identity_is_checked(tmp_path: Path) -> None:
     assert discover([tmp_path]) == [tmp_path / "session-0.jsonl"]
 
 
+def test_sqlite_session_of_another_generation_is_refused(tmp_path: Path) -> None:
+    """A schema-17 store holds the generations generations.json marks sqliteStore (v0): a session naming
+    another format is refused with both named, as a one-line read error."""
+    store, _, _ = store_of(tmp_path, [RICH[2]])
+    db = sqlite3.connect(store)
+    db.execute("UPDATE sessions SET version = 2")
+    db.commit()
+    db.close()
+    expect_error(store, 'session "session-0" is stored as log format v2; the SQLite schema-17 reader reads '
+                        "format v0 only")
+
+
 def test_source_event_seq_varints() -> None:
     assert decode_source_event_seqs(varints([300, 5, 5, 70000, 2**53 - 1])) == [300, 5, 5, 70000, 2**53 - 1]
     assert decode_source_event_seqs(b"") == []

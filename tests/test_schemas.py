@@ -1,5 +1,5 @@
 """The shipped JSON Schemas: well-formed, one file per type and generation, faithful to the upstream
-vocabulary of every log generation (v0-v4), and true to the real corpus and the public samples."""
+vocabulary of every log generation (schemas/generations.json), and true to the real corpus and the public samples."""
 
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
+from dsh_audit.generations import generations
 from dsh_audit.vocabulary import (
     SchemaViolation,
     load_schemas,
+    schema_generations,
     validate_event,
     validate_header,
     validate_packed_row,
@@ -26,7 +28,9 @@ CORPUS = Path("/work/shared/dsh-logs")
 SAMPLES = Path(__file__).resolve().parent / "fixtures" / "generations"
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 BASE_ID = "https://schemas.dsh-audit.invalid/"
-GENERATIONS = (0, 1, 2, 3, 4)
+GENERATIONS = tuple(known.version for known in generations())
+# The generations that store one event per row and mark a seeded child's cut in the log (v2 on).
+EVENT_ROWS = [known.version for known in generations() if not known.packed_chunk_rows]
 # Transcribed from the upstream per-generation inventories (tests/upstream_inventory.json names its sources).
 INVENTORY = json.loads((Path(__file__).resolve().parent / "upstream_inventory.json").read_text())["generations"]
 
@@ -67,11 +71,14 @@ def _documents() -> dict[Path, dict[str, Any]]:
 
 
 def test_every_schema_names_its_generations() -> None:
+    """One contiguous run each: from x-dsh-since to x-dsh-until, left out when the schema still applies to the
+    newest generation (so a new generation inherits every schema it does not change)."""
     for path, document in _documents().items():
-        found = document.get("x-dsh-generations")
-        assert isinstance(found, list) and found, path
-        assert found == sorted(set(found)) and set(found) <= set(GENERATIONS), path
-        assert found == list(range(found[0], found[-1] + 1)), f"{path}: not one contiguous run"
+        assert "x-dsh-generations" not in document, path
+        since, until = document.get("x-dsh-since"), document.get("x-dsh-until", GENERATIONS[-1])
+        assert since in GENERATIONS and until in GENERATIONS, path
+        assert since <= until and document.get("x-dsh-until") != GENERATIONS[-1], path
+        assert schema_generations(document) == list(range(since, until + 1)), path
         assert document["$id"] == BASE_ID + path.as_posix(), path
 
 
@@ -79,7 +86,7 @@ def test_event_files_are_named_by_type_and_first_generation() -> None:
     for path, document in _documents().items():
         if path.parts[0] != "events":
             continue
-        kind, generations = document["x-dsh-type"], document["x-dsh-generations"]
+        kind, generations = document["x-dsh-type"], schema_generations(document)
         assert path.name == kind.replace("/", ".") + ".schema.json", path
         if len(path.parts) == 2:        # events/<type>: the shape format 0 wrote
             assert generations[0] == 0, path
@@ -94,7 +101,7 @@ def test_event_files_are_named_by_type_and_first_generation() -> None:
 
 def _files_of(kind: str) -> list[dict[str, Any]]:
     return sorted((doc for doc in _documents().values() if doc.get("x-dsh-type") == kind),
-                  key=lambda doc: doc["x-dsh-generations"][0])
+                  key=lambda doc: doc["x-dsh-since"])
 
 
 def test_one_home_per_type_and_generation() -> None:
@@ -102,12 +109,12 @@ def test_one_home_per_type_and_generation() -> None:
     kinds = {doc["x-dsh-type"] for doc in _documents().values() if "x-dsh-type" in doc}
     for kind in kinds:
         files = _files_of(kind)
-        covered = [g for doc in files for g in doc["x-dsh-generations"]]
+        covered = [g for doc in files for g in schema_generations(doc)]
         assert covered == list(range(covered[0], covered[-1] + 1)), kind
         assert len({doc["x-dsh-surface"] for doc in files}) == 1, kind
         for later in files[1:]:         # a new file only when the shape changes: it must not be a copy
             earlier = files[files.index(later) - 1]
-            strip = {"$id", "x-dsh-generations", "description", "x-dsh-renamed-from"}
+            strip = {"$id", "x-dsh-since", "x-dsh-until", "description", "x-dsh-renamed-from"}
             assert ({k: v for k, v in later.items() if k not in strip}
                     != {k: v for k, v in earlier.items() if k not in strip}), later["$id"]
 
@@ -117,20 +124,20 @@ def test_renamed_types_hand_over_at_one_generation() -> None:
     assert set(renamed) == {"tool/ptc-dispatch", "tool/ptc-dispatch-start"}
     for kind, doc in renamed.items():
         assert doc is _files_of(kind)[0] or doc == _files_of(kind)[0]   # only on the new name's first file
-        old_last = _files_of(doc["x-dsh-renamed-from"])[-1]["x-dsh-generations"][-1]
-        assert old_last + 1 == doc["x-dsh-generations"][0] == 3
+        old_last = _files_of(doc["x-dsh-renamed-from"])[-1]["x-dsh-until"]
+        assert old_last + 1 == doc["x-dsh-since"] == 3
 
 
 def test_non_event_roots_one_per_generation() -> None:
     roots = {path.name: doc for path, doc in _documents().items() if path.parts[0] != "events"}
-    assert roots["envelope.schema.json"]["x-dsh-generations"] == [0, 1, 2]
-    assert roots["envelope.v3.schema.json"]["x-dsh-generations"] == [3, 4]
-    assert roots["session-header.schema.json"]["x-dsh-generations"] == [0, 1]
-    assert roots["session-header.v2.schema.json"]["x-dsh-generations"] == [2, 3, 4]
-    assert roots["packed-chunk-row.schema.json"]["x-dsh-generations"] == [0, 1]
+    assert schema_generations(roots["envelope.schema.json"]) == [0, 1, 2]
+    assert schema_generations(roots["envelope.v3.schema.json"]) == list(range(3, GENERATIONS[-1] + 1))
+    assert schema_generations(roots["session-header.schema.json"]) == [0, 1]
+    assert schema_generations(roots["session-header.v2.schema.json"]) == EVENT_ROWS
+    assert schema_generations(roots["packed-chunk-row.schema.json"]) == [0, 1]
     for stem in ("envelope", "session-header"):
         claims = Counter(g for name, doc in roots.items() if name.split(".")[0] == stem
-                         for g in doc["x-dsh-generations"])
+                         for g in schema_generations(doc))
         assert claims == Counter(GENERATIONS), stem
     # Replacement endpoints are spelled start/end up to v2 and startSeq/endSeq from v3.
     for name, keys in (("envelope.schema.json", {"op", "start", "end"}),
@@ -149,7 +156,7 @@ def test_vocabulary_matches_the_upstream_inventory(generation: int) -> None:
     legacy = set(vocab.upgraded_legacy) | set(vocab.rejected_legacy) | set(vocab.retired_legacy)
     assert legacy == (LEGACY_TYPES if generation == 0 else set())
     from_files = {doc["x-dsh-type"] for doc in _documents().values()
-                  if "x-dsh-type" in doc and generation in doc["x-dsh-generations"] and "x-dsh-legacy" not in doc}
+                  if "x-dsh-type" in doc and generation in schema_generations(doc) and "x-dsh-legacy" not in doc}
     assert from_files == vocab.known_types
 
 
@@ -165,18 +172,18 @@ V0_DRIFT_TYPES = {"model/selection", "subagent/model-selection-policy", "session
 
 
 def test_known_types_are_the_upstream_48_plus_the_v0_drift() -> None:
-    assert vocabulary().known_types == UPSTREAM_KNOWN_TYPES | V0_DRIFT_TYPES
+    assert vocabulary(0).known_types == UPSTREAM_KNOWN_TYPES | V0_DRIFT_TYPES
     assert len(UPSTREAM_KNOWN_TYPES) == 48
 
 
 def test_surface_types_per_generation() -> None:
-    assert vocabulary().surface_types == {"user/message", "assistant/message", "tool/result"}
+    assert vocabulary(0).surface_types == {"user/message", "assistant/message", "tool/result"}
     assert vocabulary(3).surface_types == vocabulary(2).surface_types | {"system/message"}
     assert vocabulary(4).surface_types == vocabulary(3).surface_types | {"developer/message"}
 
 
 def test_legacy_types() -> None:
-    vocab = vocabulary()
+    vocab = vocabulary(0)
     assert set(vocab.upgraded_legacy) == {"steering/message"}
     assert set(vocab.rejected_legacy) == {"request/header-delta", "mode/set"}
     assert set(vocab.retired_legacy) == {"context/message"}
@@ -187,7 +194,7 @@ def test_legacy_types() -> None:
 def test_assistant_messages_cite_no_sources_from_v2() -> None:
     """From v2 an assistant/message embeds its stream and must omit sourceEventSeqs; the schema file says so."""
     for doc in _files_of("assistant/message"):
-        assert doc.get("x-dsh-forbids-source-event-seqs", False) == (doc["x-dsh-generations"][0] >= 2)
+        assert doc.get("x-dsh-forbids-source-event-seqs", False) == (doc["x-dsh-since"] >= 2)
 
 
 # --- the real corpus ---------------------------------------------------------------------------------------
@@ -306,8 +313,8 @@ def _with(event: dict[str, Any], pointer: str, value: Any) -> dict[str, Any]:
 
 
 def test_positive_examples_are_clean() -> None:
-    assert validate_event(USER) == []
-    assert validate_event(HEADER) == []
+    assert validate_event(USER, 0) == []
+    assert validate_event(HEADER, 0) == []
 
 
 @pytest.mark.parametrize(("event", "pointer"), [
@@ -335,28 +342,28 @@ def test_positive_examples_are_clean() -> None:
     ({"type": "step/start", "ignorable": False, "data": {"turn": 1, "step": 1}}, "/ignorable"),
 ])
 def test_negative_cases_point_at_the_fault(event: dict[str, Any], pointer: str) -> None:
-    found = validate_event(event)
+    found = validate_event(event, 0)
     assert pointer in [violation.pointer for violation in found], found
     assert all("\n" not in violation.message and len(violation.message) <= 140 for violation in found)
 
 
 def test_unknown_type_gets_envelope_check_only() -> None:
-    assert validate_event({"type": "future/thing", "ignorable": True, "data": [1, 2]}) == []
-    assert [v.pointer for v in validate_event({"type": "future/thing", "data": 1, "when": 2})] == ["/when"]
+    assert validate_event({"type": "future/thing", "ignorable": True, "data": [1, 2]}, 0) == []
+    assert [v.pointer for v in validate_event({"type": "future/thing", "data": 1, "when": 2}, 0)] == ["/when"]
 
 
 def test_header_leniency_and_refusals() -> None:
     base = {"type": "session", "version": 0, "id": "{{sessionId}}", "createdAt": 0,
             "cwd": "{{cwd}}/workspace"}
-    assert validate_header(base) == []
-    assert validate_header({**base, "delegationDepth": 0, "cwd": "C:\\work"}) == []
+    assert validate_header(base, 0) == []
+    assert validate_header({**base, "delegationDepth": 0, "cwd": "C:\\work"}, 0) == []
     assert validate_header({**base, "version": 1}, 1) == []     # v0 and v1 share the physical header
-    assert [v.pointer for v in validate_header({**base, "version": 2})] == ["/version"]
-    assert [v.pointer for v in validate_header({**base, "cwd": "relative/dir"})] == ["/cwd"]
-    assert [v.pointer for v in validate_header({**base, "sandboxMode": "read-only"})] == ["/sandboxMode"]
+    assert [v.pointer for v in validate_header({**base, "version": 2}, 0)] == ["/version"]
+    assert [v.pointer for v in validate_header({**base, "cwd": "relative/dir"}, 0)] == ["/cwd"]
+    assert [v.pointer for v in validate_header({**base, "sandboxMode": "read-only"}, 0)] == ["/sandboxMode"]
 
 
-@pytest.mark.parametrize("generation", [2, 3, 4])
+@pytest.mark.parametrize("generation", EVENT_ROWS)
 def test_v2_header_requires_is_seeded_and_refuses_seed_length(generation: int) -> None:
     header = {"type": "session", "version": generation, "id": "s", "createdAt": 0, "cwd": "/w",
               "isSeeded": False, "delegationDepth": 0}
@@ -370,11 +377,11 @@ def test_v2_header_requires_is_seeded_and_refuses_seed_length(generation: int) -
 def test_packed_row_rules() -> None:
     row = {"type": "tool-call-chunks", "data": {"turn": 1, "step": 1, "index": 1, "dt": [0, 1], "id": "c1",
                                                 "name": "bash", "args": ["{", "}", ""]}}
-    assert validate_packed_row(row) == []
-    assert [v.pointer for v in validate_packed_row(_with(row, "/data/dt", [0]))] == ["/data/dt"]
-    assert [v.pointer for v in validate_packed_row(_with(row, "/data/args", []))] == ["/data/args"]
-    assert "/data/texts" in [v.pointer for v in validate_packed_row({**row, "type": "text-chunks"})]
-    assert [v.pointer for v in validate_packed_row({**row, "seq": 3})] == ["/seq"]
+    assert validate_packed_row(row, 0) == []
+    assert [v.pointer for v in validate_packed_row(_with(row, "/data/dt", [0]), 0)] == ["/data/dt"]
+    assert [v.pointer for v in validate_packed_row(_with(row, "/data/args", []), 0)] == ["/data/args"]
+    assert "/data/texts" in [v.pointer for v in validate_packed_row({**row, "type": "text-chunks"}, 0)]
+    assert [v.pointer for v in validate_packed_row({**row, "seq": 3}, 0)] == ["/seq"]
 
 
 # --- what changes between generations -------------------------------------------------------------------
@@ -458,16 +465,17 @@ def test_generation_negative_cases(generation: int, event: dict[str, Any], point
     assert any(violation.pointer.startswith(pointer) for violation in found), found
 
 
-@pytest.mark.parametrize(("kind", "absent_from", "present_in"), [
-    ("assistant/chunk", [2, 3, 4], [0, 1]),
-    ("tool/code-dispatch", [3, 4], [0, 1, 2]),
-    ("tool/ptc-dispatch", [0, 1, 2], [3, 4]),
-    ("system/message", [0, 1, 2], [3, 4]),
-    ("developer/message", [0, 1, 2, 3], [4]),
+@pytest.mark.parametrize(("kind", "since", "until"), [
+    ("assistant/chunk", 0, 1),
+    ("tool/code-dispatch", 0, 2),
+    ("tool/ptc-dispatch", 3, None),
+    ("system/message", 3, None),
+    ("developer/message", 4, None),
 ])
-def test_types_arrive_and_leave(kind: str, absent_from: list[int], present_in: list[int]) -> None:
-    assert all(kind not in vocabulary(g).known_types for g in absent_from)
-    assert all(kind in vocabulary(g).known_types for g in present_in)
+def test_types_arrive_and_leave(kind: str, since: int, until: int | None) -> None:
+    for generation in GENERATIONS:
+        present = since <= generation and (until is None or generation <= until)
+        assert (kind in vocabulary(generation).known_types) == present, generation
 
 
 def test_packed_rows_end_with_v1() -> None:
@@ -494,7 +502,7 @@ def test_public_samples_validate_as_their_generation() -> None:
     for path in _sample_logs():
         lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         generation = lines[0].get("version")
-        if generation not in (2, 3, 4):     # v0 samples are covered by the corpus; v5 is fork-only
+        if generation not in EVENT_ROWS:     # v0 samples are covered by the corpus; v5 is fork-only
             continue
         problems += [(path, 0, "session", v) for v in validate_header(lines[0], generation)]
         for index, event in enumerate(lines[1:], start=1):
@@ -532,7 +540,7 @@ def _mutations(value: Any, depth: int = 0) -> Iterator[Any]:
 def test_fast_checker_agrees_with_jsonschema() -> None:
     from dsh_audit.vocabulary import _compiled, _validators
 
-    compiled, schemas = _compiled(), _validators(0)
+    compiled, schemas = _compiled(0), _validators(0)
     assert set(compiled.fast) == {"envelope", "header", "packed_row", *schemas.data}
     samples: dict[str, list[Any]] = {}
     for path in _corpus_logs():
@@ -557,7 +565,7 @@ def test_fast_checker_agrees_with_jsonschema() -> None:
     assert checked > 5_000
 
 
-@pytest.mark.parametrize("generation", [2, 3, 4])
+@pytest.mark.parametrize("generation", EVENT_ROWS)
 def test_fast_checker_agrees_with_jsonschema_in_later_generations(generation: int) -> None:
     """The same agreement on the public samples of each later generation (their own schemas, the v4 tool-role
     result's patternProperties included), every event's data and its mutations."""

@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from conftest_reference import LOGS_ROOT
 from dsh_audit.cli import main
+from dsh_audit.generations import generations
 from dsh_audit.model_calls import OtherCall, title_request
 from dsh_audit.readers import open_logs
 from dsh_audit.reports.cache_report import NO_TITLE_USAGE, CacheOptions, build_cache_report, calls
@@ -95,7 +96,8 @@ def settled_log(tmp_path: Path, version: int) -> Path:
 
 
 def constructed(tmp_path: Path) -> dict[str, Path]:
-    logs = {"v0": v0_log(tmp_path), **{f"v{v}": settled_log(tmp_path, v) for v in (2, 3, 4)}}
+    logs = {"v0": v0_log(tmp_path), **{known.label: settled_log(tmp_path, known.version) for known in generations()
+                                             if known.dispatch == "settlement"}}
     logs["v0-seeded"] = _seeded(logs["v0"], tmp_path / "seeded.jsonl")
     return logs
 

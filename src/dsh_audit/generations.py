@@ -4,19 +4,19 @@ A generation decides how rows are decoded (packed chunk rows or one event per ro
 its inherited cut) and how a request is rebuilt (where an attempt is dispatched, where the system prompt
 lives, how a surface replace names its range, what a tool result is). Each of those follows from the
 generation's schemas, so it is derived here, never restated; schemas/generations.json holds only what the
-schemas cannot say (who wrote it, the loader's legacy upgrades, the decoders' and validators' extra rules).
+schemas cannot say (who wrote it, the loader's legacy upgrades, the decoders' and validators' extra rules, whether
+the fast path reads it, what newer dsh's migrations refuse in it, whether a SQLite store holds it). A generation
+exists because generations.json lists it: adding one is a row there and its changed schemas, no code here.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
 
-from .vocabulary import schema_at, vocabulary
+from .vocabulary import generations_document, schema_at, vocabulary
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,16 +33,16 @@ class Generation:
     legacy_shapes: bool            # pre-identity message shapes are upgraded on load
     unique_source_ranges: bool     # range-decoded sourceEventSeqs must be unique and earlier at decode time
     error_needs_flag: bool         # a tool result carrying data.error must be flagged isError
+    fast_path: bool                # verify's fast path reads it (dsh_audit.fastpath)
+    # What a newer dsh's official migrations refuse in such a log, by the migration that refuses it ("v0->v1"):
+    descriptor_refused_by: str | None     # a subagent/descriptor of another version than the one it accepts
+    ignorable_refused_by: str | None      # an unknown event type, even marked ignorable
+    early_surface_refused_by: str | None  # a surface event before the first step/start
+    sqlite_store: bool             # a SQLite schema-17 session store may hold it
 
     @property
     def label(self) -> str:
         return f"v{self.version}"
-
-
-def _document() -> dict[str, Any]:
-    text = resources.files("dsh_audit.schemas").joinpath("generations.json").read_text(encoding="utf-8")
-    document: dict[str, Any] = json.loads(text)
-    return document
 
 
 def _derived(version: int) -> dict[str, Any]:
@@ -70,8 +70,11 @@ def generations() -> tuple[Generation, ...]:
     return tuple(Generation(
         version=item["version"], written_by=item["writtenBy"], legacy_shapes=item["legacyShapes"],
         unique_source_ranges=item["uniqueSourceRanges"], error_needs_flag=item["toolResultErrorNeedsFlag"],
-        **_derived(item["version"]))
-        for item in sorted(_document()["generations"], key=lambda item: item["version"]))
+        fast_path=item["fastPath"], sqlite_store=item["sqliteStore"],
+        descriptor_refused_by=item["migrationRefusals"].get("descriptorVersion"),
+        ignorable_refused_by=item["migrationRefusals"].get("unknownIgnorable"),
+        early_surface_refused_by=item["migrationRefusals"].get("surfaceBeforeFirstStep"), **_derived(item["version"]))
+        for item in sorted(generations_document()["generations"], key=lambda item: item["version"]))
 
 
 def generation(version: int) -> Generation:

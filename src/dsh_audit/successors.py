@@ -40,12 +40,12 @@ class SuccessorCheck:
         kind, data = event["type"], event.get("data")
         if kind == "step/start":
             self.step_seen = True
-        elif (kind == "subagent/descriptor" and self.generation.version == 0 and isinstance(data, dict)
+        elif (kind == "subagent/descriptor" and self.generation.descriptor_refused_by and isinstance(data, dict)
               and data.get("version") != SUPPORTED_DESCRIPTOR):
             self._note("descriptor", f"dsh 0.1.3 and later cannot open this log: the official v0→v1 migration "
                        f"accepts subagent/descriptor version {SUPPORTED_DESCRIPTOR} only, this one is version "
                        f"{data.get('version')!r}", record.seq, kind)
-        elif kind in self.surface_types and not self.step_seen and self.generation.version <= 2:
+        elif kind in self.surface_types and not self.step_seen and self.generation.early_surface_refused_by:
             self._note("head", "dsh 0.1.5 and later cannot open this log: the official v2→v3 migration puts the "
                        "system prompt after the first step/start and refuses a surface event logged before it",
                        record.seq, kind)
@@ -55,10 +55,10 @@ class SuccessorCheck:
         kind = raw.get("type")
         if raw.get("ignorable") is not True or not isinstance(kind, str) or kind in self.known_types:
             return
-        if self.generation.version == 0:
+        if self.generation.ignorable_refused_by == "v0->v1":
             self._note("unknown", "dsh 0.1.3 and later cannot open this log: the official v0→v1 migration refuses "
                        f"unknown event types even when ignorable ({kind!r})", seq, kind)
-        elif self.generation.version == 2:
+        elif self.generation.ignorable_refused_by == "v2->v3":
             self._note("unknown", "dsh 0.1.5 and later cannot open this log: the official v2→v3 migration refuses "
                        f"unclassified events even when ignorable ({kind!r})", seq, kind)
 

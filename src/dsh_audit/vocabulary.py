@@ -2,7 +2,8 @@
 
 Everything about the vocabulary (which types exist in which generation, which are surface types, which were
 renamed from what, which legacy types the v0 loader upgrades or refuses) lives in the schema files' `x-dsh-*`
-annotations; this module only reads them. A schema belongs to the generations its `x-dsh-generations` lists.
+annotations; this module only reads them. A schema applies from the generation its `x-dsh-since` names to the
+one its `x-dsh-until` names (inclusive; to the newest when absent), among those schemas/generations.json lists.
 The validators are compiled once per process and generation, because a log can hold millions of events; the
 jsonschema ones (and jsonschema itself) only when an event fails the fast check (dsh_audit.fastcheck), which a
 valid log's events never do: most runs do not import jsonschema at all.
@@ -77,8 +78,23 @@ class _Validators:
     data: Mapping[str, Draft202012Validator]  # every type with a schema file, legacy ones included
 
 
-def _schema_root() -> Traversable:
+def schema_root() -> Traversable:
+    """Where the schemas and generations.json are read from: the shipped `dsh_audit.schemas` (a test that adds a
+    generation points this at a copy, in a process of its own: everything read from it is cached)."""
     return resources.files("dsh_audit.schemas")
+
+
+@cache
+def generations_document() -> dict[str, Any]:
+    """schemas/generations.json: the known generations and what about each their schemas cannot say."""
+    document: dict[str, Any] = json.loads(schema_root().joinpath("generations.json").read_text(encoding="utf-8"))
+    return document
+
+
+@cache
+def known_versions() -> tuple[int, ...]:
+    """Every generation generations.json lists, oldest first."""
+    return tuple(sorted(item["version"] for item in generations_document()["generations"]))
 
 
 def _schema_files(root: Traversable) -> Iterator[Traversable]:
@@ -92,16 +108,18 @@ def _schema_files(root: Traversable) -> Iterator[Traversable]:
 def load_schemas() -> dict[str, dict[str, Any]]:
     """Every schema document, keyed by its `$id`."""
     documents: dict[str, dict[str, Any]] = {}
-    for entry in _schema_files(_schema_root()):
+    for entry in _schema_files(schema_root()):
         document = json.loads(entry.read_text(encoding="utf-8"))
         documents[document["$id"]] = document
     return documents
 
 
 def schema_generations(document: dict[str, Any]) -> list[int]:
-    """The generations a schema document belongs to."""
-    found: list[int] = document["x-dsh-generations"]
-    return found
+    """The generations a schema document applies to: the known ones from its `x-dsh-since` to its `x-dsh-until`
+    (inclusive), or to the newest when it has none, so a new generation inherits every schema it does not change."""
+    since: int = document["x-dsh-since"]
+    until: int | None = document.get("x-dsh-until")
+    return [version for version in known_versions() if since <= version and (until is None or version <= until)]
 
 
 def _vocabulary(event_schemas: Iterable[dict[str, Any]]) -> Vocabulary:
@@ -190,7 +208,7 @@ def schema_at(generation: int, root: str, *keys: str) -> dict[str, Any] | None:
 
 
 @cache
-def vocabulary(generation: int = 0) -> Vocabulary:
+def vocabulary(generation: int) -> Vocabulary:
     """The event vocabulary of one log generation: the annotations only, no validator is compiled."""
     return _vocabulary(document for document in _generation_documents(generation) if "x-dsh-type" in document)
 
@@ -206,7 +224,7 @@ def _roots(generation: int) -> tuple[dict[str, Any], dict[str, Any], dict[str, A
 
 
 @cache
-def _compiled(generation: int = 0) -> _Compiled:
+def _compiled(generation: int) -> _Compiled:
     envelope, header, packed_row, event_schemas = _roots(generation)
     roots = {"envelope": envelope, "header": header, **({"packed_row": packed_row} if packed_row else {}),
              **{document["x-dsh-type"]: document for document in event_schemas}}
@@ -322,7 +340,7 @@ def validate_document(validator: Draft202012Validator, instance: Any) -> list[Sc
     return _check(lambda: validator, instance)
 
 
-def validate_event(event: dict[str, Any], generation: int = 0) -> list[SchemaViolation]:
+def validate_event(event: dict[str, Any], generation: int) -> list[SchemaViolation]:
     """Check one event as its generation defines it (v0: already legacy-upgraded): envelope, surface
     placement, and its type's data schema.
 
@@ -351,7 +369,7 @@ def validate_event(event: dict[str, Any], generation: int = 0) -> list[SchemaVio
     return found[:MAX_VIOLATIONS]
 
 
-def validate_header(header: dict[str, Any], generation: int = 0) -> list[SchemaViolation]:
+def validate_header(header: dict[str, Any], generation: int) -> list[SchemaViolation]:
     """Check a JSONL session header line."""
     return _check(lambda: _validators(generation).header, header, fast=_header_check(generation))
 
@@ -364,7 +382,7 @@ def _header_check(generation: int) -> Check | None:
     return SourceCompiler(_documents()).build({"header": header}).get("header")
 
 
-def validate_packed_row(row: dict[str, Any], generation: int = 0) -> list[SchemaViolation]:
+def validate_packed_row(row: dict[str, Any], generation: int) -> list[SchemaViolation]:
     """Check a packed chunk row, including the rule a schema cannot say: one dt gap between members."""
     compiled = _compiled(generation)
     if not compiled.has_packed_row:

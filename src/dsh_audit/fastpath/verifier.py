@@ -54,7 +54,6 @@ _FOLDED = frozenset({
     "turn/start", "turn/end", "step/start", "step/end", "request/header", "request/context", "session/end-seed",
     "assistant/chunk", "tool/result", "assistant/attempt", "system/message", "developer/message",
     "assistant/message", "tool/call", "user/message", "image/offload", "subagent/descriptor", "compaction/end"})
-SUPPORTED = frozenset({0, 1, 2, 3, 4})
 
 
 def message_bytes(raw: msgspec.Raw, kind: MessageType) -> tuple[Any, Any]:
@@ -162,11 +161,10 @@ class FastVerifier:
 
     def __init__(self, header: dict[str, Any], generation: Generation, message_prefix: str, *,
                  keep_requests: bool = True, model_calls: bool = False) -> None:
-        if generation.version not in SUPPORTED:
+        if not generation.fast_path:
             raise Doubt(f"generation v{generation.version}")
         self.types: FastTypes = fast_types(generation.version)
         self.generation = generation
-        self.version = generation.version
         self.settles = generation.dispatch == "settlement"
         self.tool_message = generation.tool_result == "tool-message"   # v4: the result is the message itself
         self.header_system = generation.system_prompt == "header"
@@ -448,7 +446,7 @@ class FastVerifier:
             raise Doubt("tool/call outside its step")
 
     def _descriptor(self, event: Any, seq: int, line: bytes) -> None:
-        if self.version == 0 and getattr(event.data, "version", None) != 3:
+        if self.generation.descriptor_refused_by and getattr(event.data, "version", None) != 3:
             raise Doubt("descriptor version the v0->v1 migration refuses")
 
     # -- headers -------------------------------------------------------------------------------------------
@@ -505,7 +503,7 @@ class FastVerifier:
         """What every surface event meets in the structural checks and the migration notes."""
         if self.pre_dispatch is not None and not self.attempt_open and kind not in NEVER_LATE:
             self.late = True
-        if not self.step_seen and self.version <= 2:
+        if not self.step_seen and self.generation.early_surface_refused_by:
             raise Doubt("surface event before the first step (migration note)")
 
     def _user_message(self, event: Any, seq: int, line: bytes) -> None:
@@ -595,7 +593,7 @@ class FastVerifier:
         if data.interrupted is UNSET and self.finish_kind in ("stop", "tool-calls"):
             self._match_blocks(event, content)
         self.blocks, self.finish_kind = {}, None
-        if not self.step_seen and self.version <= 2:
+        if not self.step_seen and self.generation.early_surface_refused_by:
             raise Doubt("surface event before the first step (migration note)")
         if key != (self.turn, self.step):
             raise Doubt("assistant/message outside its step")

@@ -35,6 +35,7 @@ from dsh_audit.readers.lines import ByteSource, Line
 from dsh_audit.readers.packed import member_cap_message, over_member_cap
 from dsh_audit.readers.progress import reported
 from dsh_audit.records import JSON, LogRecord, LogSource, TornTail
+from dsh_audit.vocabulary import known_versions
 
 __all__ = ["Line", "check_header", "name_version", "open_lines", "open_log_file", "read_log", "version_refusal"]
 
@@ -64,7 +65,7 @@ def check_header(value: JSON, *, label: str, line: int | None, name_version: int
     if isinstance(value, dict):
         version = value.get("version")
         known = safe_int(version) if is_number(version) else None
-        if is_number(version) and (known is None or not 0 <= known <= generations()[-1].version):
+        if is_number(version) and (known is None or known not in known_versions()):
             raise LogReadError(version_refusal(value.get("id"), version), path=label, line=line)
     if not isinstance(value, dict) or value.get("type") != "session":
         raise LogReadError('first line is not a session header: expected {"type":"session",...}',

@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import quote
 
 from dsh_audit.errors import LogReadError
+from dsh_audit.generations import generations
 from dsh_audit.readers.found import refused_link
 from dsh_audit.readers.jsonvalue import MAX_SAFE_INTEGER, JsonProblem, parse_json
 from dsh_audit.readers.limits import InputLimits, OverLimit, located
@@ -173,9 +174,10 @@ def _decode_row(row: tuple[Any, ...], limits: InputLimits) -> dict[str, JSON] | 
 
 def _header(row: tuple[Any, ...], label: str) -> dict[str, JSON]:
     sid, version, created_at, cwd, parent, seed_length, origin, depth, preset = row
-    if version != 0:   # schema 17 stores the v0 layout (packed rows, seed_length); later writers use JSONL
+    stored = [known for known in generations() if known.sqlite_store]   # later writers use JSONL
+    if version not in [known.version for known in stored]:
         raise LogReadError(f'session "{sid}" is stored as log format v{version}; the SQLite schema-17 reader '
-                           "reads format v0 only", path=label)
+                           f"reads format {' and '.join(known.label for known in stored)} only", path=label)
     header: dict[str, JSON] = {"type": "session", "version": version, "id": sid, "createdAt": created_at}
     optional = (("cwd", cwd), ("parentSession", parent), ("seedLength", seed_length), ("origin", origin),
                 ("delegationDepth", depth), ("agentPreset", preset))
