@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from dsh_audit import reconstruct_file
 from dsh_audit.cli import main
+from dsh_audit.cli.sessions import humane_size
 from dsh_audit.errors import LogReadError
 from dsh_audit.readers import home, open_log
 from dsh_audit.readers.home import (
@@ -26,7 +27,6 @@ from dsh_audit.readers.home import (
     scan_sessions,
     session_root,
 )
-from dsh_audit.session_commands import humane_size
 from homebuilder import SAMPLE, ZQ, build_messy_home, put, with_header
 
 REPO = Path(__file__).resolve().parent.parent

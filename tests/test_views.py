@@ -190,7 +190,7 @@ def test_readers_report_the_bytes_they_have_read_to_a_progress_hook(tmp_path: Pa
 
 
 def test_no_progress_bar_in_ci_or_a_pipe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from dsh_audit.progress_bar import byte_progress
+    from dsh_audit.cli.progress_bar import byte_progress
     from dsh_audit.readers import progress
 
     with byte_progress([collapsing_log(tmp_path)], "verify"):

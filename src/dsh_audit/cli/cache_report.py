@@ -9,7 +9,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from .cli import (
+from ..errors import DshAuditError
+from ..reports.cache_rows import ROW_KINDS
+from ..reports.prices import MAX_PRICE, Prices, PriceTable, default_table, flat_table, load_table
+from ..reports.render import FORMATS, check_frame_output, output_format, write_frame
+from ..reports.views import Terminal, terminal
+from ..text import printable
+from . import (
     ALL_GENERATIONS_OPTION,
     COLOR_OPTION,
     EXIT_CLEAN,
@@ -18,16 +24,10 @@ from .cli import (
     chosen_paths,
     tell_skipped,
 )
-from .errors import DshAuditError
 from .progress_bar import byte_progress
-from .reports.cache_rows import ROW_KINDS
-from .reports.prices import MAX_PRICE, Prices, PriceTable, default_table, flat_table, load_table
-from .reports.render import FORMATS, check_frame_output, output_format, write_frame
-from .reports.views import Terminal, terminal
-from .text import printable
 
 if TYPE_CHECKING:
-    from .readers.discover import Skipped, Unreadable
+    from ..readers.discover import Skipped, Unreadable
 
 EXIT_UNEXPLAINED, EXIT_UNREADABLE = 1, 2
 T = TypeVar("T")
@@ -70,9 +70,9 @@ def header_diff(logs: tuple[Path, ...], session: str | None, fmt: str | None, ou
     tools added, removed or changed, the system prompt as a diff. From format v3 the prompt is the
     system/message head, and its changes are shown too."""
     # polars and deepdiff are imported here, not above: `audit header-diff --help` starts without them
-    from .reports import header_view
-    from .reports.header_diff import SCHEMA_VERSION as HEADER_SCHEMA_VERSION
-    from .reports.header_diff import build_header_diff
+    from ..reports import header_view
+    from ..reports.header_diff import SCHEMA_VERSION as HEADER_SCHEMA_VERSION
+    from ..reports.header_diff import build_header_diff
 
     chosen = output_format(fmt, out)
     selection = chosen_paths(logs, session)
@@ -203,8 +203,8 @@ def cache_report(logs: tuple[Path, ...], session: str | None, fmt: str | None, o
     # polars and the report are imported here, not above: `audit cache-report --help` starts without them
     import polars as pl
 
-    from .reports import cache_view
-    from .reports.cache_report import SCHEMA_VERSION, UNEXPLAINED, CacheOptions, build_cache_report
+    from ..reports import cache_view
+    from ..reports.cache_report import SCHEMA_VERSION, UNEXPLAINED, CacheOptions, build_cache_report
 
     flat = _prices(prices_file, (price_hit, price_miss, price_output))
     chosen = output_format(fmt, out)

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import click
 
-from .cli import COLOR_OPTION, EXIT_CLEAN, EXIT_FINDINGS, EXIT_UNREADABLE, print_view, tell_skipped
-from .errors import DshAuditError
-from .golden import LogDiff, check, collect, golden_document, golden_path, write_golden
-from .junit import case_for_log, write_junit
-from .output import check_output
-from .readers.discover import Skipped
-from .reports.views import Terminal, terminal, wrap
-from .text import printable
+from ..errors import DshAuditError
+from ..golden import LogDiff, check, collect, golden_document, golden_path, write_golden
+from ..junit import case_for_log, write_junit
+from ..output import check_output
+from ..readers.discover import Skipped
+from ..reports.views import Terminal, terminal, wrap
+from ..text import printable
+from . import COLOR_OPTION, EXIT_CLEAN, EXIT_FINDINGS, EXIT_UNREADABLE, print_view, tell_skipped
 
 DIRECTORY = click.Path(path_type=Path, exists=True, file_okay=False)
 

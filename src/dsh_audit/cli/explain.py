@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .cli import COLOR_OPTION, EXIT_CLEAN, EXIT_FINDINGS, SESSION_OPTION, chosen_log, parse_step, print_view
-from .errors import DshAuditError
-from .reports.views import Terminal, shown_path, terminal, wrap
-from .text import printable
+from ..errors import DshAuditError
+from ..reports.views import Terminal, shown_path, terminal, wrap
+from ..text import printable
+from . import COLOR_OPTION, EXIT_CLEAN, EXIT_FINDINGS, SESSION_OPTION, chosen_log, parse_step, print_view
 
 if TYPE_CHECKING:
-    from .explain import Explanation
-    from .records import LogSource
+    from ..explain import Explanation
+    from ..records import LogSource
 
 VERDICT_STYLES: dict[str, dict[str, Any]] = {"healthy": {"fg": "green"}, "cross-session-read": {"fg": "cyan"},
                                              "collapse": {"fg": "red"}, "unexplained-collapse": {"fg": "red",
@@ -101,10 +101,10 @@ def explain(log: Path | None, request: str | None, session: str | None, fmt: str
         raise DshAuditError("give the request to explain, TURN.STEP or TURN.STEP#ATTEMPT (as cache-report "
                             "and rebuild --format digest name it)")
     # the tokenizer and polars are imported here, not above: `audit explain --help` starts without them
-    from .explain import explain_request
-    from .readers import open_logs
-    from .readers.discover import split_selector
-    from .readers.stream import is_stream
+    from ..explain import explain_request
+    from ..readers import open_logs
+    from ..readers.discover import split_selector
+    from ..readers.stream import is_stream
 
     path = chosen_log(log, session)
     sources = list(open_logs(path))

@@ -8,7 +8,10 @@ from pathlib import Path
 
 import click
 
-from .cli import (
+from ..output import check_output, is_stream, write_output
+from ..reports.views import cost, count
+from ..text import printable
+from . import (
     ALL_GENERATIONS_OPTION,
     ALLOW_EVENT_OPTION,
     EXIT_CLEAN,
@@ -17,9 +20,6 @@ from .cli import (
     chosen_paths,
     tell_skipped,
 )
-from .output import check_output, is_stream, write_output
-from .reports.views import cost, count
-from .text import printable
 
 
 def _generator() -> str:
@@ -50,12 +50,12 @@ def report(logs: tuple[Path, ...], session: str | None, out: Path, all_generatio
     compactions on the same axis, the cumulative cost, and verify's findings; for several sessions a table
     of them, sortable by cost, hit ratio and the rest (over 25, ranked worst first and only the 25 worst
     drawn). The figures are cache-report's, with its defaults; verify's findings allow events as verify does."""
-    from .findings import allowed_events
-    from .report_commands import tell_unreadable
-    from .reports.cache_report import CacheOptions, build_cache_report
-    from .reports.header_diff import build_header_diff
-    from .reports.html import render_report, verify_findings
-    from .verify import verify_paths
+    from ..findings import allowed_events
+    from ..reports.cache_report import CacheOptions, build_cache_report
+    from ..reports.header_diff import build_header_diff
+    from ..reports.html import render_report, verify_findings
+    from ..verify import verify_paths
+    from .cache_report import tell_unreadable
 
     allowed = allowed_events(allow_events)   # before the work: a bad pattern is bad usage
     selection = chosen_paths(logs, session)

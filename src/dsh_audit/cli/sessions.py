@@ -13,11 +13,11 @@ from typing import Any
 
 import click
 
-from .cli import COLOR_OPTION, EXIT_CLEAN, print_view
-from .readers.home import HOME_ENV, SessionInfo, SessionScan, list_sessions, require_root, session_root
-from .records import LogSource
-from .reports.views import Column, Terminal, located_error, table, terminal, wrap
-from .text import display, head, printable
+from ..readers.home import HOME_ENV, SessionInfo, SessionScan, list_sessions, require_root, session_root
+from ..records import LogSource
+from ..reports.views import Column, Terminal, located_error, table, terminal, wrap
+from ..text import display, head, printable
+from . import COLOR_OPTION, EXIT_CLEAN, print_view
 
 ID_WIDTH = 13        # a uuid's first two groups: enough to tell sessions apart
 _UNITS = ("kB", "MB", "GB", "TB")
@@ -25,7 +25,7 @@ _UNITS = ("kB", "MB", "GB", "TB")
 
 def _tally(source: LogSource) -> tuple[int, float | None]:
     """The session's own requests and what its own calls cost, as cache-report prices them, in one pass."""
-    from .reports.cache_report import CacheOptions, iter_log_rows
+    from ..reports.cache_report import CacheOptions, iter_log_rows
 
     rows = [row for row in iter_log_rows(source, CacheOptions(predict=False)) if not row["inherited"]]
     costs = [row["costUsd"] for row in rows if row["costUsd"] is not None]

@@ -23,19 +23,19 @@ from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar
 
 import click
 
-from . import stopping
-from .errors import DshAuditError
-from .readers.limits import DECOMPRESSED_ENV, LINE_ENV, parse_size
-from .reports.views import COLOR_CHOICES, Terminal, terminal
-from .text import clip, display, printable
+from .. import stopping
+from ..errors import DshAuditError
+from ..readers.limits import DECOMPRESSED_ENV, LINE_ENV, parse_size
+from ..reports.views import COLOR_CHOICES, Terminal, terminal
+from ..text import clip, display, printable
 
 if TYPE_CHECKING:
-    from .digest_spool import DigestSpool
-    from .fold import RebuiltRequest
-    from .readers.discover import Skipped
-    from .readers.home import Selection
-    from .records import LogSource, RequestDigest
-    from .verify import LogReport
+    from ..digest_spool import DigestSpool
+    from ..fold import RebuiltRequest
+    from ..readers.discover import Skipped
+    from ..readers.home import Selection
+    from ..records import LogSource, RequestDigest
+    from ..verify import LogReport
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_UNREADABLE, EXIT_INTERNAL = 0, 1, 2, 3
 EXIT_INTERRUPTED = stopping.EXIT_INTERRUPTED   # 128 + SIGINT, as a shell reports a process Ctrl-C ended
@@ -158,23 +158,23 @@ class _LazyGroup(click.Group):
     of their help kept here (tests/test_startup.py checks it against each command's own)."""
 
     lazy: ClassVar[dict[str, tuple[str, str]]] = {
-        "cache-report": ("report_commands:cache_report", "Per model call of each LOG: cache reads, hit ratio, "
+        "cache-report": ("cache_report:cache_report", "Per model call of each LOG: cache reads, hit ratio, "
                          "the expected read, collapses and their logged causes, and what each call and each "
                          "collapse cost; a summary per log and overall."),
-        "explain": ("explain_command:explain", "Where request TURN.STEP[#ATTEMPT] of LOG first differs from "
+        "explain": ("explain:explain", "Where request TURN.STEP[#ATTEMPT] of LOG first differs from "
                     "what the provider could have cached before it (its predecessor's prompt and answer), and "
                     "the logged event that explains it, or \"unexplained\"."),
-        "header-diff": ("report_commands:header_diff", "What changed between consecutive request headers of "
+        "header-diff": ("cache_report:header_diff", "What changed between consecutive request headers of "
                         "each LOG (file or directory): config old -> new, tools added, removed or changed, the "
                         "system prompt as a diff."),
-        "report": ("html_commands:report", "One self-contained HTML page for the LOGS (files or directories): "
+        "report": ("report:report", "One self-contained HTML page for the LOGS (files or directories): "
                    "per session, its requests' prompt tokens split into cache read and miss, each collapse "
                    "marked with its logged cause, header changes and compactions on the same axis, the "
                    "cumulative cost, and verify's findings; for several sessions a table of them, sortable by "
                    "cost, hit ratio and the rest (over 25, ranked worst first and only the 25 worst drawn)."),
-        "golden": ("golden_commands:golden", "Golden-log CI mode: pin every log's rebuilt request digests in "
+        "golden": ("golden:golden", "Golden-log CI mode: pin every log's rebuilt request digests in "
                    "DIR/dsh-audit.golden.json."),
-        "sessions": ("session_commands:sessions", "List the sessions dsh keeps, newest first: id, last "
+        "sessions": ("sessions:sessions", "List the sessions dsh keeps, newest first: id, last "
                      "activity, generation, requests, cost, size, cwd."),
     }
 
@@ -298,7 +298,7 @@ def chosen_log(log: Path | None, session: str | None) -> Path:
 
 def chosen_paths(logs: tuple[Path, ...], session: str | None) -> Selection:
     """What a command reads: the LOGS given, the --session picked, or with neither dsh's session root."""
-    from .readers.home import default_paths
+    from ..readers.home import default_paths
 
     return default_paths(logs, session)
 
@@ -337,10 +337,10 @@ def verify(logs: tuple[Path, ...], session: str | None, fmt: str, strict: bool, 
 
     Every dsh log generation (format v0 to v4) is read; in a directory, each log's newest generation. With no
     LOG, the sessions in dsh's session root."""
-    from .findings import allowed_events
-    from .output import check_output
+    from ..findings import allowed_events
+    from ..output import check_output
+    from ..verify import verify_paths
     from .progress_bar import byte_progress
-    from .verify import verify_paths
 
     allowed = allowed_events(allow_events)
     chosen = chosen_paths(logs, session)
@@ -358,12 +358,12 @@ def verify(logs: tuple[Path, ...], session: str | None, fmt: str, strict: bool, 
         else:
             reports.extend(found)
     if fmt != "json":
-        from .reports import verify_view
+        from ..reports import verify_view
 
         term = terminal()
         print_view(term, verify_view.render(reports, paths, term, strict=strict))
     if junit_file is not None:
-        from .junit import cases_from_reports, write_junit
+        from ..junit import cases_from_reports, write_junit
         write_junit(junit_file, "dsh-audit verify", cases_from_reports(reports, strict=strict),
                     inputs=chosen.inputs)
     if any(r.read_error for r in reports):
@@ -374,8 +374,8 @@ def verify(logs: tuple[Path, ...], session: str | None, fmt: str, strict: bool, 
 def _stream_json(found: Iterable[LogReport], kept: list[LogReport], strict: bool) -> None:
     """One JSON document, {"logs": [...], "summary": {...}}, written a log at a time and its requests one at a
     time from its spool: memory holds one request's digest, not a log's, let alone every log's."""
-    from .digest_spool import DigestSpool
-    from .verify import summary
+    from ..digest_spool import DigestSpool
+    from ..verify import summary
 
     click.echo('{\n  "logs": [')
     for index, report in enumerate(found):
@@ -416,7 +416,7 @@ def _stream_requests(requests: DigestSpool) -> None:
 
 def _report_json(report: LogReport, strict: bool) -> dict[str, Any]:
     """A log's object in the document, but for its requests (_stream_requests writes them)."""
-    from .findings import failing_rule
+    from ..findings import failing_rule
 
     return {
         "log": report.label, "generation": report.generation, "ok": not report.failed(strict),
@@ -449,7 +449,7 @@ error, 130 interrupted, 141 stdout closed early (| head).""")
 @PREFIX_OPTION
 def rebuild(log: Path | None, session: str | None, step_filter: str | None, fmt: str, message_prefix: str) -> int:
     """Print the exact request(s) the model saw, rebuilt from LOG (or the --session picked)."""
-    from .verify import paused_gc
+    from ..verify import paused_gc
 
     wanted = parse_step(step_filter, "--step")
     path = chosen_log(log, session)
@@ -472,8 +472,8 @@ Step = tuple[int, int, int | None]
 def _write_requests(log: Path, wanted: Step | None, fmt: str, message_prefix: str, out: BinaryIO) -> int:
     """Write the requests (those of `wanted` only, when given) to `out`; how many were written. JSON is one document,
     streamed: its requests are written as they are rebuilt."""
-    from .fold import RebuiltRequest
-    from .readers import open_logs
+    from ..fold import RebuiltRequest
+    from ..readers import open_logs
 
     written = 0
     for source in open_logs(log):
@@ -511,8 +511,8 @@ def _write_requests(log: Path, wanted: Step | None, fmt: str, message_prefix: st
 def _rebuilt(source: LogSource, message_prefix: str, fmt: str) -> Iterable[RebuiltRequest | RequestDigest]:
     """The requests of one log. Digests only: those of verify's fast path when it accepts the log (the same
     sha256s as the fold's, tests/test_fastpath.py), else the fold's."""
-    from . import fastpath
-    from .reconstruct import iter_requests
+    from .. import fastpath
+    from ..reconstruct import iter_requests
 
     if fmt == "digest":
         decided = fastpath.fast_verify(source, message_prefix=message_prefix)
