@@ -13,11 +13,11 @@ from click.testing import CliRunner
 from rich.cells import cell_len
 
 from dsh_audit.cli import exit_code_for, main
-from dsh_audit.cli.sessions import _cells
 from dsh_audit.explain import EXCERPT, _excerpt
 from dsh_audit.readers.home import SessionInfo
 from dsh_audit.reports.header_diff import _short as header_short
 from dsh_audit.reports.html import label_text
+from dsh_audit.reports.sessions_view import cells as _cells
 from dsh_audit.reports.views import Column, fit, table, wrap
 from dsh_audit.text import clip, first_character, head, is_boundary, tail
 from dsh_audit.vocabulary import _short as vocabulary_short

@@ -15,7 +15,6 @@ from click.testing import CliRunner
 
 from dsh_audit import reconstruct_file
 from dsh_audit.cli import main
-from dsh_audit.cli.sessions import humane_size
 from dsh_audit.errors import LogReadError
 from dsh_audit.readers import home, open_log
 from dsh_audit.readers.home import (
@@ -23,10 +22,11 @@ from dsh_audit.readers.home import (
     default_paths,
     dsh_home,
     find_session,
-    list_sessions,
     scan_sessions,
     session_root,
 )
+from dsh_audit.reports.sessions_view import humane_size
+from dsh_audit.sessions import list_sessions
 from homebuilder import SAMPLE, ZQ, build_messy_home, put, with_header
 
 REPO = Path(__file__).resolve().parent.parent

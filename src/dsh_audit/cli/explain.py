@@ -5,78 +5,24 @@ input, bad usage or no such request."""
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 from ..errors import DshAuditError
-from ..reports.views import Terminal, shown_path, terminal, wrap
-from ..text import printable
-from . import COLOR_OPTION, EXIT_CLEAN, EXIT_FINDINGS, SESSION_OPTION, chosen_log, parse_step, print_view
+from . import EXIT_CLEAN, EXIT_FINDINGS
+from .options import COLOR_OPTION, SESSION_OPTION, chosen_log, format_option, parse_step, this_terminal
 
 if TYPE_CHECKING:
     from ..explain import Explanation
     from ..records import LogSource
-
-VERDICT_STYLES: dict[str, dict[str, Any]] = {"healthy": {"fg": "green"}, "cross-session-read": {"fg": "cyan"},
-                                             "collapse": {"fg": "red"}, "unexplained-collapse": {"fg": "red",
-                                                                                                 "bold": True}}
 
 
 def unexplained(explanation: Explanation) -> bool:
     """A divergence no logged event explains, or a collapse cache-report calls unexplained: exit 1."""
     return explanation.verdict == "unexplained" or (explanation.cache is not None
                                                     and explanation.cache.kind == "unexplained-collapse")
-
-
-def render(explanation: Explanation, label: str, term: Terminal) -> list[str]:
-    lines: list[tuple[str, dict[str, Any]]] = [
-        (f"{shown_path(label)} {explanation.name}" + (f", against {explanation.predecessor} and its answer: "
-                                                      "what the provider could have cached"
-                                                      if explanation.predecessor else ""), {"bold": True})]
-    if explanation.note:
-        lines.append((explanation.note, {"fg": "yellow"}))
-    if explanation.cache is not None:
-        lines.append((explanation.cache.text, VERDICT_STYLES.get(explanation.cache.kind, {})))
-    divergence = explanation.divergence
-    if explanation.verdict == "first request":
-        if explanation.cache is None or explanation.cache.kind not in ("first-request", "cross-session-read"):
-            lines.append(("first request of the log", {}))
-    elif divergence is None:
-        lines.append((f"no divergence: it extends what was cached, adding {explanation.appended} message(s)",
-                      {"fg": "green"}))
-    else:
-        where = (f"message {divergence.message_index}" + (" (the predecessor's answer, as generated)"
-                                                          if divergence.generated else "")
-                 if divergence.part == "message" else divergence.part)
-        if divergence.wire_index is not None:
-            where += f", wire message {divergence.wire_index}"
-        body = "wire body" if explanation.basis == "wire" else "request body"
-        tokens = "" if divergence.token_offset is None else f", after {divergence.token_offset:,} prompt tokens"
-        lines.append((f"first divergence: {where}, byte {divergence.part_offset} of it (byte "
-                      f"{divergence.body_offset} of the {body}){tokens}", {"fg": "yellow"}))
-        lines.append((f"  cached:  {divergence.before}", {}))
-        lines.append((f"  request: {divergence.after}", {}))
-    if explanation.logged_only:
-        shown = "; ".join(f"message {item.message_index} ({', '.join(item.fields)})"
-                          for item in explanation.logged_only)
-        lines.append((f"logged only, alike on the wire: {shown}", {}))
-    if explanation.side_calls:
-        seqs = ", ".join(str(seq) for seq in explanation.side_calls)
-        since = f"since {explanation.predecessor}" if explanation.predecessor else "before it"
-        lines.append((f"side calls logged {since}: seq {seqs}, the product's own calls to the model: outside the "
-                      "loop's cache lineage, they neither break nor explain its prefix (audit cache-report counts "
-                      "them, unpriced)", {}))
-    for cause in explanation.causes:
-        lines.append((f"logged: seq {cause.seq} {cause.type} ({cause.reason})", {"fg": "cyan"}))
-    if explanation.verdict == "unexplained":
-        lines.append((f"unexplained: {explanation.needed}", {"fg": "red", "bold": True}))
-    elif explanation.needed:
-        lines.append((f"not a break in the log: {explanation.needed}", {}))
-    return [term.style(part, **how) for line, how in lines for part in wrap(line, term.width, "")]
 
 
 @click.command("explain", epilog="""\b
@@ -89,7 +35,7 @@ or no such request, 3 internal error, 130 interrupted.""")
 @click.argument("log", required=False, type=click.Path(path_type=Path))
 @click.argument("request", required=False, metavar="TURN.STEP[#ATTEMPT]")
 @SESSION_OPTION
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@format_option("table", "json")
 @COLOR_OPTION
 def explain(log: Path | None, request: str | None, session: str | None, fmt: str, color: str | None) -> int:
     """Where request TURN.STEP[#ATTEMPT] of LOG first differs from what the provider could have cached before it
@@ -101,10 +47,11 @@ def explain(log: Path | None, request: str | None, session: str | None, fmt: str
         raise DshAuditError("give the request to explain, TURN.STEP or TURN.STEP#ATTEMPT (as cache-report "
                             "and rebuild --format digest name it)")
     # the tokenizer and polars are imported here, not above: `audit explain --help` starts without them
-    from ..explain import explain_request
+    from ..explain import explain_request, explanation_document
     from ..readers import open_logs
     from ..readers.discover import split_selector
     from ..readers.stream import is_stream
+    from ..sinks import print_json, show
 
     path = chosen_log(log, session)
     sources = list(open_logs(path))
@@ -117,8 +64,10 @@ def explain(log: Path | None, request: str | None, session: str | None, fmt: str
 
     explanation = explain_request(source, *wanted, again=None if is_stream(split_selector(path)[0]) else again)
     if fmt == "json":
-        click.echo(printable(json.dumps({"log": source.label, **asdict(explanation)}, indent=2, ensure_ascii=False)))
+        print_json(explanation_document(source.label, explanation))
     else:
-        term = terminal()
-        print_view(term, "\n".join(render(explanation, source.label, term)))
+        from ..reports.explain_view import render
+
+        term = this_terminal()
+        show(term, "\n".join(render(explanation, source.label, term)))
     return EXIT_FINDINGS if unexplained(explanation) else EXIT_CLEAN

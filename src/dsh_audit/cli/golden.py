@@ -1,22 +1,23 @@
 """`audit golden update|check DIR`: pin the rebuilt requests of a directory of logs, and fail CI when they change.
-Exit codes: 0 same, 1 changed, 2 unreadable log, missing golden file or unwritable output (see cli.py)."""
+Exit codes: 0 same, 1 changed, 2 unreadable log, missing golden file or unwritable output (see cli/__init__.py)."""
 
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 
 import click
 
 from ..errors import DshAuditError
-from ..golden import LogDiff, check, collect, golden_document, golden_path, write_golden
-from ..junit import case_for_log, write_junit
+from ..golden import check, collect, golden_document, golden_path, write_golden
+from ..junit import cases_from_diffs, write_junit
 from ..output import check_output
 from ..readers.discover import Skipped
-from ..reports.views import Terminal, terminal, wrap
+from ..reports import golden_view
+from ..sinks import show
 from ..text import printable
-from . import COLOR_OPTION, EXIT_CLEAN, EXIT_FINDINGS, EXIT_UNREADABLE, print_view, tell_skipped
+from . import EXIT_CLEAN, EXIT_FINDINGS, EXIT_UNREADABLE
+from .options import COLOR_OPTION, JUNIT_OPTION, format_option, prefix_option, tell_skipped, this_terminal
 
 DIRECTORY = click.Path(path_type=Path, exists=True, file_okay=False)
 
@@ -36,8 +37,7 @@ def golden() -> None:
 @click.argument("directory", type=DIRECTORY)
 @click.option("--full", is_flag=True, help="Also pin the full request bodies, so a check names the differing "
               "message and JSON path.")
-@click.option("--message-prefix", type=click.Choice(["legacy", "drop"]), default="legacy", show_default=True,
-              help="How header.messagePrefix is rebuilt (see `audit verify --help`); checks reuse this choice.")
+@prefix_option("Checks reuse this choice.")
 def update(directory: Path, full: bool, message_prefix: str) -> int:
     """Rebuild every log under DIRECTORY and (re)write its golden file. Nothing is written if a log is unreadable."""
     check_output(golden_path(directory), inputs=[directory], what="the golden file",   # before the work
@@ -57,29 +57,12 @@ def update(directory: Path, full: bool, message_prefix: str) -> int:
     return EXIT_CLEAN
 
 
-_DIGEST = re.compile(r"\b([0-9a-f]{12})[0-9a-f]{52}\b")
-
-
-def _diff_lines(diff: LogDiff, term: Terminal) -> list[str]:
-    """A log's status and path, then what changed, request by request, digests cut to their first 12 digits
-    (the golden file and the JUnit report keep them whole)."""
-    status = "ok" if diff.ok else diff.status if diff.status == "skipped" else diff.status.upper()
-    lines = wrap(f"{status:<10} {diff.key}", term.width, "")
-    colour = "green" if diff.ok else None if diff.status == "skipped" else "red"
-    lines[0] = term.style(status, fg=colour, bold=colour == "red" or None) + lines[0][len(status):]
-    for line in diff.lines:
-        indent = "    " + " " * (len(line) - len(line.lstrip(" ")))
-        lines += wrap(_DIGEST.sub(r"\1…", line.lstrip(" ")), term.width, indent)
-    return lines
-
-
 @golden.command(name="check")
 @click.argument("directory", type=DIRECTORY)
-@click.option("--junit", "junit_file", type=click.Path(path_type=Path, allow_dash=True),
-              help="Also write a JUnit XML report (one test case per log) to this file (replaced atomically; "
-                   "its folder is created; - for stdout).")
+@format_option("table", "junit")
+@JUNIT_OPTION
 @COLOR_OPTION
-def check_command(directory: Path, junit_file: Path | None, color: str | None) -> int:
+def check_command(directory: Path, fmt: str, junit_file: Path | None, color: str | None) -> int:
     """Rebuild every log under DIRECTORY and compare with its golden file, with a per-step diff of what changed."""
     inputs = [directory, golden_path(directory)]
     check_output(junit_file, inputs=inputs, what="the JUnit report", create_folder=True)   # before the work
@@ -88,21 +71,11 @@ def check_command(directory: Path, junit_file: Path | None, color: str | None) -
     elapsed = (time.perf_counter() - started) / max(len(diffs), 1)
     changed = sum(diff.status in ("changed", "added", "removed") for diff in diffs)
     unreadable = sum(diff.status == "unreadable" for diff in diffs)
-    skipped = sum(diff.status == "skipped" for diff in diffs)
-    older = f", {skipped} older generation(s) skipped" if skipped else ""
-    term = terminal()
-    view = [line for diff in diffs for line in _diff_lines(diff, term)]
-    view += [term.style(line, bold=True, fg="red" if changed or unreadable else None) for line in wrap(
-        f"{len(diffs) - skipped} log(s) checked against {golden_path(directory)}: {changed} changed, {unreadable} "
-        f"unreadable{older}", term.width, "")]
-    print_view(term, "\n".join(view))
-    if junit_file is not None:
-        cases = [case_for_log(str(directory / diff.key), seconds=elapsed, details="\n".join(diff.lines),
-                              error=diff.lines[0] if diff.status == "unreadable" else None,
-                              skipped=diff.lines[0] if diff.status == "skipped" else None,
-                              failure=None if diff.status in ("same", "unreadable", "skipped") else
-                              f"{diff.status}: rebuilt requests differ from the golden file",
-                              failure_type="golden-diff")
-                 for diff in diffs]
-        write_junit(junit_file, "dsh-audit golden check", cases, inputs=inputs)
+    if fmt == "table":
+        term = this_terminal()
+        show(term, golden_view.render(diffs, str(golden_path(directory)), term))
+    cases = cases_from_diffs(directory, diffs, seconds=elapsed)
+    for target in (junit_file, Path("-") if fmt == "junit" else None):
+        if target is not None:
+            write_junit(target, "dsh-audit golden check", cases, inputs=inputs)
     return EXIT_UNREADABLE if unreadable else EXIT_FINDINGS if changed else EXIT_CLEAN

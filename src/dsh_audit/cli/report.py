@@ -11,14 +11,15 @@ import click
 from ..output import check_output, is_stream, write_output
 from ..reports.views import cost, count
 from ..text import printable
-from . import (
+from . import EXIT_CLEAN
+from .options import (
     ALL_GENERATIONS_OPTION,
     ALLOW_EVENT_OPTION,
-    EXIT_CLEAN,
     LOGS_ARGUMENT,
     SESSION_OPTION,
     chosen_paths,
     tell_skipped,
+    tell_unreadable,
 )
 
 
@@ -55,7 +56,6 @@ def report(logs: tuple[Path, ...], session: str | None, out: Path, all_generatio
     from ..reports.header_diff import build_header_diff
     from ..reports.html import render_report, verify_findings
     from ..verify import verify_paths
-    from .cache_report import tell_unreadable
 
     allowed = allowed_events(allow_events)   # before the work: a bad pattern is bad usage
     selection = chosen_paths(logs, session)
