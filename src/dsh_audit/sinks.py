@@ -32,7 +32,7 @@ SINKS: dict[str, Sink] = {sink.name: sink for sink in (
     Sink("json", "one JSON document", (".json",)),
     Sink("jsonl", "one JSON value per line", (".jsonl", ".ndjson")),
     Sink("csv", "a header, then a row per line", (".csv",)),
-    Sink("parquet", "Apache Parquet, binary (needs --out)", (".parquet",)),
+    Sink("parquet", "Apache Parquet, binary: needs --out", (".parquet",)),
     Sink("junit", "JUnit XML, a test case per log", (".xml",)),
     Sink("digest", "a line per request: TURN.STEP#ATTEMPT, dispatch seq, sha256"),
 )}

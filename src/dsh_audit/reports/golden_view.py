@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from ..golden import LogDiff
-from .views import Terminal, wrap
+from .views import Terminal, status_row, wrap
 
 _DIGEST = re.compile(r"\b([0-9a-f]{12})[0-9a-f]{52}\b")
 
@@ -15,7 +15,7 @@ def diff_lines(diff: LogDiff, term: Terminal) -> list[str]:
     """A log's status and path, then what changed, request by request, digests cut to their first 12 digits
     (the golden file and the JUnit report keep them whole)."""
     status = "ok" if diff.ok else diff.status if diff.status == "skipped" else diff.status.upper()
-    lines = wrap(f"{status:<10} {diff.key}", term.width, "")
+    lines = status_row(status, diff.key, "", term.width)
     colour = "green" if diff.ok else None if diff.status == "skipped" else "red"
     lines[0] = term.style(status, fg=colour, bold=colour == "red" or None) + lines[0][len(status):]
     for line in diff.lines:

@@ -224,6 +224,19 @@ def skipped_lines(skipped: Sequence[Any], term: Terminal) -> list[str]:
     return lines
 
 
+STATUS_WIDTH = 10
+
+
+def status_row(status: str, label: str, details: str, width: int) -> list[str]:
+    """A log's row in verify and golden check: `status  path  (details)`; where that is too wide, the details go
+    under the path, and only a path wider than the terminal itself is cut (at its start: its end names the log)."""
+    head, details, path = f"{status:<{STATUS_WIDTH}} ", display(details), display(label)
+    if len(head) + cell_len(path) + cell_len(details) <= width:
+        return [head + path + details]
+    return [head + fit(path, max(12, width - len(head)), keep_end=True),
+            *(wrap(details.strip(), width, " " * (len(head) + 2)) if details else [])]
+
+
 def located_error(label: str, error: str) -> str:
     """A log's error without the log's own path in front (the view shows it beside the log): `line N: why`."""
     located = re.match(rf"{re.escape(label)}(?::(\d+))?: ", error)
