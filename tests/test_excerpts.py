@@ -17,8 +17,8 @@ from dsh_audit.explain import EXCERPT, _excerpt
 from dsh_audit.readers.home import SessionInfo
 from dsh_audit.reports.header_diff import _short as header_short
 from dsh_audit.reports.html_plot import tip_text
+from dsh_audit.reports.sessions_view import cells as _cells
 from dsh_audit.reports.views import Column, fit, table, wrap
-from dsh_audit.session_commands import _cells
 from dsh_audit.text import clip, first_character, head, is_boundary, tail
 from dsh_audit.vocabulary import _short as vocabulary_short
 from logbuilder import LogBuilder

@@ -125,7 +125,7 @@ def test_the_first_request_and_a_request_that_is_not_there(tmp_path: Path) -> No
     assert CliRunner().invoke(main, ["explain", str(path)]).exit_code == 2
 
 
-@pytest.mark.parametrize("fmt", ["text", "json"])
+@pytest.mark.parametrize("fmt", ["table", "json"])
 def test_cli_exit_codes_and_formats(tmp_path: Path, fmt: str) -> None:
     log = steady_log()
     turn(log, 3, "more", 0, reason="change", tools=[TOOL_A, TOOL_B])

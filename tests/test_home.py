@@ -23,11 +23,11 @@ from dsh_audit.readers.home import (
     default_paths,
     dsh_home,
     find_session,
-    list_sessions,
     scan_sessions,
     session_root,
 )
-from dsh_audit.session_commands import humane_size
+from dsh_audit.reports.sessions_view import humane_size
+from dsh_audit.sessions import list_sessions
 from homebuilder import NEWER as NEWER_VERSION
 from homebuilder import SAMPLE, ZQ, build_messy_home, put, with_header
 

@@ -73,6 +73,16 @@ def test_verify_junit_has_one_valid_case_per_log(logs: Path, tmp_path: Path) -> 
     assert {p: p.read_bytes() for p in logs.rglob("*") if p.is_file()} == before
 
 
+def test_verify_format_junit_prints_the_report_on_stdout(logs: Path, tmp_path: Path) -> None:
+    """`--format junit` is the `--junit` report on stdout, with the same exit code and the same cases."""
+    report, printed = tmp_path / "verify.xml", tmp_path / "printed.xml"
+    result = CliRunner().invoke(main, ["verify", "--format", "junit", "--junit", str(report), str(logs)])
+    assert result.exit_code == 2
+    printed.write_text(result.stdout, encoding="utf-8")
+    assert sorted(cases(printed)) == sorted(cases(report)) and len(cases(printed)) == 4
+    assert result.stdout.startswith("<?xml") and "ok " not in result.stdout   # no table before it
+
+
 def test_strict_turns_warnings_into_failures(logs: Path, tmp_path: Path) -> None:
     report = tmp_path / "strict.xml"
     clean = logs / "clean" / "session.jsonl"
@@ -99,6 +109,11 @@ def test_golden_check_junit(logs: Path, tmp_path: Path) -> None:
     assert invoke("golden", "check", "--junit", str(report), str(logs)) == 1
     failure = cases(report)[f"{logs}/clean/session.jsonl"].find("failure")
     assert failure is not None and failure.get("type") == "golden-diff" and "changed: sha256" in (failure.text or "")
+    result = CliRunner().invoke(main, ["golden", "check", "--format", "junit", str(logs)])   # the same, on stdout
+    printed = tmp_path / "printed.xml"
+    printed.write_text(result.stdout, encoding="utf-8")
+    assert result.exit_code == 1 and result.stdout.startswith("<?xml")
+    assert sorted(cases(printed)) == sorted(cases(report))
 
 
 def test_lone_surrogates_from_the_log_stay_xml_safe(tmp_path: Path) -> None:

@@ -9,13 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import polars as pl
 import pytest
 from click.testing import CliRunner
 
 from conftest_reference import LOGS_ROOT, require_corpus
 from dsh_audit.cli import main
-from dsh_audit.reports.views import count, percent, usd
+from dsh_audit.reports.views import count, percent, style, usd
 from logbuilder import LogBuilder
 from test_cache_report import TOOL_A, TOOL_B, steady_log, turn, write_jsonl
 
@@ -190,7 +191,7 @@ def test_readers_report_the_bytes_they_have_read_to_a_progress_hook(tmp_path: Pa
 
 
 def test_no_progress_bar_in_ci_or_a_pipe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from dsh_audit.progress_bar import byte_progress
+    from dsh_audit.cli.progress_bar import byte_progress
     from dsh_audit.readers import progress
 
     with byte_progress([collapsing_log(tmp_path)], "verify"):
@@ -233,3 +234,11 @@ def test_bad_input_to_every_command_is_one_line_and_exit_2(command: list[str], t
     assert "Traceback" not in result.output
     errors = [line for line in result.stderr.splitlines() if line.strip()]
     assert errors and (len(errors) == 1 or errors[0].startswith("Usage:")), result.stderr
+
+
+@pytest.mark.parametrize("fg", [None, "red", "green", "yellow", "cyan"])
+@pytest.mark.parametrize("bold", [None, True, False])
+@pytest.mark.parametrize("dim", [None, True])
+def test_the_views_style_as_click_does(fg: str | None, bold: bool | None, dim: bool | None) -> None:
+    """The views colour without click (tests/test_architecture.py), in the very sequences click.style writes."""
+    assert style("x", fg=fg, bold=bold, dim=dim) == click.style("x", fg=fg, bold=bold, dim=dim)

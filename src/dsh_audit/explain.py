@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .deepseek_wire import WireBody, to_wire_body, wire_history_message, wire_prompt_text
@@ -333,3 +333,8 @@ def _token_offset(cached: dict[str, Any], after: dict[str, Any]) -> int | None:
         return _prompt_tokens(to_wire_body(cached), to_wire_body(after))
     except DshAuditError:   # a scrubbed header or an image the text-only path refuses
         return None
+
+
+def explanation_document(label: str, explanation: Explanation) -> dict[str, Any]:
+    """`audit explain --format json`: the log, then every field of the explanation."""
+    return {"log": label, **asdict(explanation)}

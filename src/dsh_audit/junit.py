@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePath
 
 from .findings import failing_rule
+from .golden import LogDiff
 from .output import open_output
 from .verify import LogReport
 
@@ -74,6 +75,17 @@ def cases_from_reports(reports: Iterable[LogReport], *, strict: bool,
         else:
             cases.append(case_for_log(report.label, seconds=elapsed, details=details))
     return cases
+
+
+def cases_from_diffs(directory: Path, diffs: Iterable[LogDiff], *, seconds: float) -> list[TestCase]:
+    """golden check's cases: a changed, added or removed log fails with what changed; `seconds` each."""
+    return [case_for_log(str(directory / diff.key), seconds=seconds, details="\n".join(diff.lines),
+                         error=diff.lines[0] if diff.status == "unreadable" else None,
+                         skipped=diff.lines[0] if diff.status == "skipped" else None,
+                         failure=None if diff.status in ("same", "unreadable", "skipped") else
+                         f"{diff.status}: rebuilt requests differ from the golden file",
+                         failure_type="golden-diff")
+            for diff in diffs]
 
 
 def junit_tree(suite: str, cases: list[TestCase]) -> ET.ElementTree:

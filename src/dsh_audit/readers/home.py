@@ -14,7 +14,7 @@ main log of a directory (replay fixtures, a lone child) are listed on their own.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,7 +25,6 @@ from dsh_audit.readers import open_log, open_logs
 from dsh_audit.readers.discover import Skipped, Unreadable, discover_logs
 from dsh_audit.readers.found import refused_link
 from dsh_audit.readers.stream import is_stream
-from dsh_audit.reconstruct import iter_requests
 from dsh_audit.records import LogSource
 
 HOME_ENV = "DSH_HOME"
@@ -34,16 +33,14 @@ SESSIONS_DIR = "sessions"
 ID_PREFIX = "session-"  # dsh's entry points mint ids as session-<uuid4>; a prefix may leave it out
 MAX_CANDIDATES = 5
 
-# (own requests, cost) of one opened log, in one pass; the default counts requests and prices nothing.
-Tally = Callable[[LogSource], tuple[int, float | None]]
-
 
 @dataclass(frozen=True, slots=True)
 class SessionInfo:
     """One session below a root. `last_activity` is the log file's modification time (UTC): dsh appends every
     event batch, so it is the time of the last write, and it costs a stat instead of a pass over the log.
     `requests` counts the session's own rebuilt requests (a seeded child's inherited ones were its parent's);
-    `requests` and `cost_usd` stay None when not computed or when the log cannot be read (`error` says why)."""
+    `requests` and `cost_usd` stay None when not computed (dsh_audit.sessions counts them) or when the log
+    cannot be read (`error` says why)."""
 
     session_id: str | None
     path: Path                  # the log read; `store.db#id` for a session of a SQLite store
@@ -204,37 +201,6 @@ def scan_sessions(roots: Iterable[Path]) -> SessionScan:
         infos.extend(_linked(path, why) for path, why in discovery.links.items())
         unlisted += [Unreadable(str(folder), f"{folder}: {why}") for folder, why in sorted(discovery.unlisted.items())]
     return SessionScan(sorted(infos, key=_newest_first), unlisted)
-
-
-# --- requests and cost ------------------------------------------------------------------------------------------
-
-def count_requests(source: LogSource) -> tuple[int, float | None]:
-    """The default tally: the session's own requests, no cost. Findings are ignored: a log the reference would
-    refuse still has the requests it rebuilds."""
-    requests = iter_requests(source, on_finding=lambda _finding: None)
-    return sum(1 for request in requests if not request.inherited), None
-
-
-def _tallied(info: SessionInfo, tally: Tally) -> SessionInfo:
-    if info.error is not None:
-        return info
-    try:
-        requests, cost = tally(open_log(info.path, found_in=info.root))
-    except DshAuditError as error:
-        return replace(info, error=str(error))
-    except OSError as error:
-        return replace(info, error=f"{info.path}: cannot read: {error.strerror}")
-    return replace(info, requests=requests, cost_usd=cost)
-
-
-def list_sessions(root: Path, *, limit: int | None = None, tally: Tally = count_requests) -> SessionScan:
-    """The sessions below `root`, newest first (by last activity), at most `limit`, each with its own request
-    count and cost as `tally` gives them (from a freshly opened source of the log). A log that cannot be read is
-    listed with its error, a folder that cannot be listed in `unlisted` (whatever the limit); only a missing root
-    raises (LogReadError)."""
-    scan = scan_sessions([root])
-    chosen = scan.sessions if limit is None else scan.sessions[:limit]
-    return SessionScan([_tallied(info, tally) for info in chosen], scan.unlisted)
 
 
 @dataclass(frozen=True, slots=True)

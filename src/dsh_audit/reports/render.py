@@ -3,8 +3,8 @@ versioned column schema, or the report's own human view. The one output path eve
 
 JSON is one document: {"schema": NAME, "version": N, "rows": [...]}; JSON Lines one row object per line;
 Parquet carries the schema name and version in its metadata; CSV is its header and rows. `--out FILE`
-infers the format from the file's extension when no --format is given; `--out -` is stdout. Files are written
-by dsh_audit.output's rules (docs/outputs.md).
+names the format by its extension when no --format is given (dsh_audit.sinks); `--out -` is stdout. Files
+are written by dsh_audit.output's rules (docs/outputs.md).
 """
 
 from __future__ import annotations
@@ -15,15 +15,13 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from ..errors import DshAuditError
-from ..output import check_output, is_stream, library_sink, open_output
+from ..output import check_output, library_sink, open_output
 from ..text import printable_row
 
 if TYPE_CHECKING:
     import polars as pl
 
-FORMATS = ("table", "csv", "json", "jsonl", "parquet")
-_BY_EXTENSION = {".csv": "csv", ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet",
-                 ".txt": "table"}
+FORMATS = ("table", "csv", "json", "jsonl", "parquet")   # the sinks (dsh_audit.sinks) report rows are written to
 
 
 def rows_frame(rows: list[dict[str, Any]], schema: dict[str, Any]) -> pl.DataFrame:
@@ -43,21 +41,6 @@ def rows_by(frame: pl.DataFrame, *columns: str) -> Callable[[tuple[Any, ...]], p
     parts = frame.partition_by(list(columns), as_dict=True) if frame.height else {}
     empty = frame.clear()
     return lambda key: parts.get(key, empty)
-
-
-def output_format(fmt: str | None, out: Path | None) -> str:
-    """The format asked for, else the one `out`'s extension names, else the table (also for `--out -`)."""
-    if fmt is not None:
-        if fmt not in FORMATS:
-            raise DshAuditError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
-        return fmt
-    if out is None or is_stream(out):
-        return "table"
-    inferred = _BY_EXTENSION.get(out.suffix.lower())
-    if inferred is None:
-        raise DshAuditError(f"cannot tell the format from the extension {out.suffix or '(none)'!r}; give --format "
-                            f"({', '.join(FORMATS)}) or use {', '.join(_BY_EXTENSION)}", path=str(out))
-    return inferred
 
 
 def check_frame_output(fmt: str, out: Path | None, inputs: Iterable[Path]) -> None:

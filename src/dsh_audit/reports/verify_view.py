@@ -13,14 +13,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from rich.cells import cell_len
-
 from ..findings import Finding, failing_rule
-from ..text import display
 from ..verify import LogReport, summary
-from .views import Terminal, fit, located_error, shown_path, wrap
+from .views import Terminal, located_error, shown_path, status_row, wrap
 
-STATUS_WIDTH = 10
 _SEVERITY_COLOUR = {"error": "red", "warning": "yellow", "info": "cyan"}
 
 
@@ -44,15 +40,15 @@ def render(reports: Sequence[LogReport], roots: Iterable[Path], term: Terminal, 
 def _log(report: LogReport, label: str, term: Terminal, strict: bool) -> list[str]:
     if report.skipped:
         return [term.style(line, dim=True) for line in
-                _row("skipped", label, f"  (an older generation; read {report.superseded_by})", term.width)]
+                status_row("skipped", label, f"  (an older generation; read {report.superseded_by})", term.width)]
     if report.ignored is not None:
         return [term.style(line, dim=True) for line in
-                _row("ignored", label, f"  (not a dsh log: {report.ignored})", term.width)]
+                status_row("ignored", label, f"  (not a dsh log: {report.ignored})", term.width)]
     status = "UNREADABLE" if report.read_error else ("FAIL" if report.failed(strict) else "ok")
     generation = f"v{report.generation}" if report.generation is not None else "v?"
     rule = f"; {failing_rule(report.findings, report.unlisted, strict)}" if status == "FAIL" else ""
     details = f"  ({generation}, {report.events} events, {report.request_count} requests{rule})"
-    lines = _row(status, label, details, term.width)
+    lines = status_row(status, label, details, term.width)
     lines[0] = (term.style(status, fg="green", bold=None) if status == "ok" else term.style(status, fg="red", bold=True)
                 ) + lines[0][len(status):]
     if report.read_error:
@@ -66,16 +62,6 @@ def _log(report: LogReport, label: str, term: Terminal, strict: bool) -> list[st
         lines += wrap(f"... and {sum(report.unlisted.values())} more finding(s), counted but not listed "
                       f"({counted})", term.width, "    ")
     return lines
-
-
-def _row(status: str, label: str, details: str, width: int) -> list[str]:
-    """`status  path  (details)`; where that is too wide, the details go under the path, and only a path wider
-    than the terminal itself is cut (at its start: its end names the log)."""
-    head, details, path = f"{status:<{STATUS_WIDTH}} ", display(details), display(label)
-    if len(head) + cell_len(path) + cell_len(details) <= width:
-        return [head + path + details]
-    return [head + fit(path, max(12, width - len(head)), keep_end=True),
-            *wrap(details.strip(), width, " " * (len(head) + 2))]
 
 
 _NUMBER = re.compile(r"\d+")

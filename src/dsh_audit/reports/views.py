@@ -19,7 +19,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import click
 from rich.cells import cell_len
 
 from ..text import clip, display, first_character, for_terminal, head
@@ -90,7 +89,7 @@ class Terminal:
     color: bool
 
     def style(self, text: str, **how: Any) -> str:
-        return click.style(text, **how) if self.color and any(v is not None for v in how.values()) else text
+        return style(text, **how) if self.color and any(v is not None for v in how.values()) else text
 
     def show(self, text: str) -> str:
         """A rendered view made safe to print: the tool's own styling kept when colour is on, anything else
@@ -116,21 +115,23 @@ def wants_color(choice: str | None, stream: Any, environ: Mapping[str, str] = os
     return tty and environ.get("TERM") != "dumb"
 
 
-def color_choice() -> str | None:
-    """The --color given to this command line (the subcommand's, else `audit`'s own), or None."""
-    context = click.get_current_context(silent=True)
-    while context is not None:
-        chosen = context.params.get("color")
-        if isinstance(chosen, str):
-            return chosen
-        context = context.parent
-    return None
+_COLOURS = {"black": 30, "red": 31, "green": 32, "yellow": 33, "blue": 34, "magenta": 35, "cyan": 36, "white": 37}
 
 
-def terminal(*, stream: Any = None) -> Terminal:
-    """This terminal: its width (COLUMNS wins, as it should) and whether it gets colour (`wants_color`)."""
+def style(text: str, *, fg: str | None = None, bold: bool | None = None, dim: bool | None = None) -> str:
+    """`text` in ANSI colour and weight, the sequences click.style writes for the same arguments (the terminal
+    snapshots pin them), so the views need no command-line library."""
+    codes = [] if fg is None else [_COLOURS[fg]]
+    codes += [] if bold is None else [1 if bold else 22]
+    codes += [] if dim is None else [2 if dim else 22]
+    return "".join(f"\033[{code}m" for code in codes) + text + "\033[0m"
+
+
+def terminal(choice: str | None = None, *, stream: Any = None) -> Terminal:
+    """This terminal: its width (COLUMNS wins, as it should) and whether it gets colour (`wants_color`, with
+    the --color `choice` given, if any)."""
     out = stream if stream is not None else sys.stdout
-    return Terminal(shutil.get_terminal_size((100, 24)).columns, wants_color(color_choice(), out))
+    return Terminal(shutil.get_terminal_size((100, 24)).columns, wants_color(choice, out))
 
 
 # -- tables that fit ------------------------------------------------------------------------------------
@@ -221,6 +222,19 @@ def skipped_lines(skipped: Sequence[Any], term: Terminal) -> list[str]:
         lines += wrap(f"{shown_path(log.label)}: an older generation; read {shown_path(log.read_instead)}",
                       term.width)
     return lines
+
+
+STATUS_WIDTH = 10
+
+
+def status_row(status: str, label: str, details: str, width: int) -> list[str]:
+    """A log's row in verify and golden check: `status  path  (details)`; where that is too wide, the details go
+    under the path, and only a path wider than the terminal itself is cut (at its start: its end names the log)."""
+    head, details, path = f"{status:<{STATUS_WIDTH}} ", display(details), display(label)
+    if len(head) + cell_len(path) + cell_len(details) <= width:
+        return [head + path + details]
+    return [head + fit(path, max(12, width - len(head)), keep_end=True),
+            *(wrap(details.strip(), width, " " * (len(head) + 2)) if details else [])]
 
 
 def located_error(label: str, error: str) -> str:

@@ -9,8 +9,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .readers import discover
-from .readers.progress import watching
+from ..readers import discover
+from ..readers.progress import watching
 
 WORTH_IT = 16 * 1024 * 1024   # bytes: below this a bar only flickers
 
@@ -34,7 +34,8 @@ def byte_progress(paths: Iterable[Path], what: str) -> Iterator[None]:
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
     done: dict[str, int] = {}
-    from .reports.views import color_choice, wants_color
+    from ..reports.views import wants_color
+    from .options import color_choice
 
     console = Console(stderr=True, no_color=not wants_color(color_choice(), sys.stderr))
     with Progress(TextColumn(what), BarColumn(), DownloadColumn(), TimeRemainingColumn(), console=console,

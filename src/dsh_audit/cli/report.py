@@ -8,18 +8,19 @@ from pathlib import Path
 
 import click
 
-from .cli import (
+from ..output import check_output, is_stream, write_output
+from ..reports.views import cost, count
+from ..text import printable
+from . import EXIT_CLEAN
+from .options import (
     ALL_GENERATIONS_OPTION,
     ALLOW_EVENT_OPTION,
-    EXIT_CLEAN,
     LOGS_ARGUMENT,
     SESSION_OPTION,
     chosen_paths,
     tell_skipped,
+    tell_unreadable,
 )
-from .output import check_output, is_stream, write_output
-from .reports.views import cost, count
-from .text import printable
 
 
 def _generator() -> str:
@@ -51,13 +52,12 @@ def report(logs: tuple[Path, ...], session: str | None, out: Path, all_generatio
     costliest collapses of all and a table of the sessions ranked by the cost lost to collapses, with when and
     where (cwd) each started, sortable by any column (over 25, only the 25 worst drawn). The figures are
     cache-report's, with its defaults; verify's findings allow events as verify does."""
-    from .findings import allowed_events
-    from .readers.home import session_origins
-    from .report_commands import tell_unreadable
-    from .reports.cache_report import CacheOptions, build_cache_report
-    from .reports.header_diff import build_header_diff
-    from .reports.html import render_report, verify_findings
-    from .verify import verify_paths
+    from ..findings import allowed_events
+    from ..readers.home import session_origins
+    from ..reports.cache_report import CacheOptions, build_cache_report
+    from ..reports.header_diff import build_header_diff
+    from ..reports.html import render_report, verify_findings
+    from ..verify import verify_paths
 
     allowed = allowed_events(allow_events)   # before the work: a bad pattern is bad usage
     selection = chosen_paths(logs, session)

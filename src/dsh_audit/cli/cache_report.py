@@ -1,106 +1,38 @@
-"""`audit header-diff` and `audit cache-report`: options in, library DataFrames out, rendered. Nothing else."""
+"""`audit cache-report`: options in (the price table, the block size, the files to count), the library's
+report out, its rows of the kind asked handed to the sink asked for."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import click
 
-from .cli import (
+from ..errors import DshAuditError
+from ..reports.cache_rows import ROW_KINDS
+from ..reports.prices import MAX_PRICE, Prices, PriceTable, default_table, flat_table, load_table
+from ..reports.render import FORMATS
+from ..text import printable
+from . import EXIT_CLEAN, EXIT_FINDINGS
+from .options import (
     ALL_GENERATIONS_OPTION,
     COLOR_OPTION,
-    EXIT_CLEAN,
     LOGS_ARGUMENT,
+    OUT_OPTION,
     SESSION_OPTION,
+    WIDE_OPTION,
     chosen_paths,
+    format_option,
+    prefix_option,
     tell_skipped,
+    tell_unreadable,
+    this_terminal,
 )
-from .errors import DshAuditError
 from .progress_bar import byte_progress
-from .reports.cache_rows import ROW_KINDS
-from .reports.prices import MAX_PRICE, Prices, PriceTable, default_table, flat_table, load_table
-from .reports.render import FORMATS, check_frame_output, output_format, write_frame
-from .reports.views import Terminal, terminal
-from .text import printable
 
-if TYPE_CHECKING:
-    from .readers.discover import Skipped, Unreadable
-
-EXIT_UNEXPLAINED, EXIT_UNREADABLE = 1, 2
 T = TypeVar("T")
-FORMAT_OPTION = click.option(
-    "--format", "fmt", type=click.Choice(FORMATS),
-    help="table (for people, the default), csv, json (one document), jsonl (a row per line) or parquet. "
-         "Without it, --out's extension decides.")
-OUT_OPTION = click.option("--out", type=click.Path(path_type=Path, allow_dash=True),
-                          help="Write here, not stdout (replaced atomically; never an input; - is stdout).")
-WIDE_OPTION = click.option("--wide", is_flag=True, help="The table with every column, whatever the terminal width.")
-
-
-def _emit(view: Callable[[Terminal], str]) -> Callable[[], str]:
-    """The human view for this terminal, made safe to print (its own colour kept where colour is on)."""
-
-    def shown() -> str:
-        term = terminal()
-        return term.show(view(term))
-
-    return shown
-
-
-@click.command("header-diff", epilog="""\b
-Examples:
-  audit header-diff session.jsonl                 what changed at each request/header
-  audit header-diff --wide logs/                  every system-prompt diff line, every column
-  audit header-diff --out changes.csv logs/       one row per changed field, as CSV
-Exit codes: 0 done (a log that cannot be read is named and left out), 2 nothing readable, unwritable --out or
-bad usage, 3 internal error, 130 interrupted.""")
-@LOGS_ARGUMENT
-@SESSION_OPTION
-@FORMAT_OPTION
-@OUT_OPTION
-@WIDE_OPTION
-@ALL_GENERATIONS_OPTION
-@COLOR_OPTION
-def header_diff(logs: tuple[Path, ...], session: str | None, fmt: str | None, out: Path | None, wide: bool,
-                all_generations: bool, color: str | None) -> int:
-    """What changed between consecutive request headers of each LOG (file or directory): config old -> new,
-    tools added, removed or changed, the system prompt as a diff. From format v3 the prompt is the
-    system/message head, and its changes are shown too."""
-    # polars and deepdiff are imported here, not above: `audit header-diff --help` starts without them
-    from .reports import header_view
-    from .reports.header_diff import SCHEMA_VERSION as HEADER_SCHEMA_VERSION
-    from .reports.header_diff import build_header_diff
-
-    chosen = output_format(fmt, out)
-    selection = chosen_paths(logs, session)
-    check_frame_output(chosen, out, selection.inputs)   # before the work
-    unreadable: list[Unreadable] = []
-    skipped: list[Skipped] = []
-    with byte_progress(selection.paths, "header-diff"):
-        frame = build_header_diff(selection.paths, all_generations=all_generations, unreadable=unreadable,
-                                  skipped=skipped, superseded=selection.superseded)
-    write_frame(frame, chosen, out, schema="dsh-audit/header-diff", version=HEADER_SCHEMA_VERSION,
-                table=_emit(lambda term: header_view.render(frame, term, wide=wide, unreadable=unreadable,
-                                                            skipped=skipped)),
-                inputs=selection.inputs)
-    tell_unreadable(unreadable, listed=chosen == "table")
-    tell_skipped([] if chosen == "table" else skipped)
-    return EXIT_CLEAN
-
-
-def tell_unreadable(unreadable: list[Unreadable], *, listed: bool) -> None:
-    """On stderr: each log a report left out, in one line (unless the report's own view lists them), then how
-    many. The report covers the rest and the command succeeds: only verify is a gate."""
-    if not unreadable:
-        return
-    if not listed:
-        for log in unreadable:
-            click.echo(printable(f"audit: {log.reason}"), err=True)
-    click.echo(f"audit: {len(unreadable)} log(s) could not be read and are not in the report"
-               + (" (each is named in it)" if listed else ""), err=True)
 
 
 def _rate(_context: click.Context, _parameter: click.Parameter, value: float | None) -> float | None:
@@ -157,7 +89,8 @@ Exit codes: 0 done (a log that cannot be read is named and left out), 1 an unexp
 bad usage, 3 internal error, 130 interrupted.""")
 @LOGS_ARGUMENT
 @SESSION_OPTION
-@FORMAT_OPTION
+@format_option(*FORMATS, default=None, more="The machine formats hold the rows --rows names. Without --format, "
+               "--out's extension decides, else the table.")
 @OUT_OPTION
 @WIDE_OPTION
 @click.option("--rows", type=click.Choice(ROW_KINDS), default="requests", show_default=True,
@@ -190,7 +123,7 @@ bad usage, 3 internal error, 130 interrupted.""")
               "compaction) or the predecessor logged no usage. Elsewhere the expected read comes from the "
               "logged usage. --no-predict leaves those requests without an expected read.")
 @click.option("--fail-on-unexplained", is_flag=True, help="Exit 1 when any collapse is unexplained.")
-@click.option("--message-prefix", type=click.Choice(["legacy", "drop"]), default="legacy", show_default=True)
+@prefix_option()
 @ALL_GENERATIONS_OPTION
 @COLOR_OPTION
 def cache_report(logs: tuple[Path, ...], session: str | None, fmt: str | None, out: Path | None, wide: bool,
@@ -203,11 +136,13 @@ def cache_report(logs: tuple[Path, ...], session: str | None, fmt: str | None, o
     # polars and the report are imported here, not above: `audit cache-report --help` starts without them
     import polars as pl
 
-    from .reports import cache_view
-    from .reports.cache_report import SCHEMA_VERSION, UNEXPLAINED, CacheOptions, build_cache_report
+    from ..reports import cache_view
+    from ..reports.cache_report import SCHEMA_VERSION, UNEXPLAINED, CacheOptions, build_cache_report
+    from ..reports.render import check_frame_output, write_frame
+    from ..sinks import output_format
 
     flat = _prices(prices_file, (price_hit, price_miss, price_output))
-    chosen = output_format(fmt, out)
+    chosen = output_format(fmt, out, FORMATS)
     selection = chosen_paths(logs, session)
     option_files = [file for file in (prices_file, system_file, tools_file) if file is not None]
     check_frame_output(chosen, out, [*selection.inputs, *option_files])   # before the work
@@ -222,9 +157,13 @@ def cache_report(logs: tuple[Path, ...], session: str | None, fmt: str | None, o
     with byte_progress(selection.paths, "cache-report"):
         report = build_cache_report(selection.paths, options, all_generations=all_generations,
                                     superseded=selection.superseded)
+
+    def view() -> str:
+        term = this_terminal()
+        return term.show(cache_view.render(report, term, wide=wide))
+
     write_frame(report.rows(rows), chosen, out, schema=f"dsh-audit/cache-report/{rows}", version=SCHEMA_VERSION,
-                table=_emit(lambda term: cache_view.render(report, term, wide=wide)),
-                inputs=[*selection.inputs, *option_files])
+                table=view, inputs=[*selection.inputs, *option_files])
     tell_unreadable(report.unreadable, listed=chosen == "table")
     tell_skipped([] if chosen == "table" else report.skipped)
     if fail_on_unexplained and report.unreadable:   # a gate cannot say there is none in a log it did not read
@@ -235,7 +174,7 @@ def cache_report(logs: tuple[Path, ...], session: str | None, fmt: str | None, o
                           for row in unexplained[:5])
         more = f"; and {len(unexplained) - 5} more" if len(unexplained) > 5 else ""
         click.echo(printable(f"audit: {len(unexplained)} unexplained cache collapse(s): {named}{more}"), err=True)
-        return EXIT_UNEXPLAINED
+        return EXIT_FINDINGS
     return EXIT_CLEAN
 
 

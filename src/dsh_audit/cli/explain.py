@@ -1,0 +1,73 @@
+"""`audit explain LOG TURN.STEP[#ATTEMPT]`: cache-report's verdict on a request, the first divergence between it
+and what the cache could hold before it, and the logged event that explains it. Exit codes: 0 extends or
+explained, 1 unexplained (a divergence no logged event explains, or an unexplained collapse), 2 unreadable
+input, bad usage or no such request."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from ..errors import DshAuditError
+from . import EXIT_CLEAN, EXIT_FINDINGS
+from .options import COLOR_OPTION, SESSION_OPTION, chosen_log, format_option, parse_step, this_terminal
+
+if TYPE_CHECKING:
+    from ..explain import Explanation
+    from ..records import LogSource
+
+
+def unexplained(explanation: Explanation) -> bool:
+    """A divergence no logged event explains, or a collapse cache-report calls unexplained: exit 1."""
+    return explanation.verdict == "unexplained" or (explanation.cache is not None
+                                                    and explanation.cache.kind == "unexplained-collapse")
+
+
+@click.command("explain", epilog="""\b
+Examples:
+  audit explain session.v3.jsonl 1.2#2    why request 1.2#2 did (not) extend what was cached before it
+  audit explain --session 3f2a 4.1        the first attempt of turn 4, step 1
+Exit codes: 0 it extends its predecessor or a logged event explains the break, 1 unexplained
+(a divergence no logged event explains, or an unexplained collapse), 2 unreadable input, bad usage
+or no such request, 3 internal error, 130 interrupted.""")
+@click.argument("log", required=False, type=click.Path(path_type=Path))
+@click.argument("request", required=False, metavar="TURN.STEP[#ATTEMPT]")
+@SESSION_OPTION
+@format_option("table", "json")
+@COLOR_OPTION
+def explain(log: Path | None, request: str | None, session: str | None, fmt: str, color: str | None) -> int:
+    """Where request TURN.STEP[#ATTEMPT] of LOG first differs from what the provider could have cached before it
+    (its predecessor's prompt and answer), and the logged event that explains it, or "unexplained"."""
+    if session is not None and request is None and log is not None:   # `--session ID 1.2`: LOG is the request
+        log, request = None, str(log)
+    wanted = parse_step(request, "TURN.STEP[#ATTEMPT]")
+    if wanted is None:
+        raise DshAuditError("give the request to explain, TURN.STEP or TURN.STEP#ATTEMPT (as cache-report "
+                            "and rebuild --format digest name it)")
+    # the tokenizer and polars are imported here, not above: `audit explain --help` starts without them
+    from ..explain import explain_request, explanation_document
+    from ..readers import open_logs
+    from ..readers.discover import split_selector
+    from ..readers.stream import is_stream
+    from ..sinks import print_json, show
+
+    path = chosen_log(log, session)
+    sources = list(open_logs(path))
+    if len(sources) != 1:   # a store of several sessions (or none): which one is not for us to guess
+        raise DshAuditError(f"holds {len(sources)} sessions; name one as {path}#SESSION_ID", path=str(path))
+    [source] = sources
+
+    def again() -> LogSource:   # a store's session too, which has no `reopen` of its own
+        return next(other for other in open_logs(path) if other.label == source.label)
+
+    explanation = explain_request(source, *wanted, again=None if is_stream(split_selector(path)[0]) else again)
+    if fmt == "json":
+        print_json(explanation_document(source.label, explanation))
+    else:
+        from ..reports.explain_view import render
+
+        term = this_terminal()
+        show(term, "\n".join(render(explanation, source.label, term)))
+    return EXIT_FINDINGS if unexplained(explanation) else EXIT_CLEAN

@@ -1,0 +1,129 @@
+"""What the commands share: each option declared once, and what turns the options given into what a command
+reads (`chosen_paths`, `chosen_log`, `parse_step`) and says on stderr beside its output."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from ..errors import DshAuditError
+from ..reports.views import COLOR_CHOICES, Terminal, terminal
+from ..sinks import described
+from ..text import printable
+
+if TYPE_CHECKING:
+    from ..readers.discover import Skipped, Unreadable
+    from ..readers.home import Selection
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+LOGS_ARGUMENT = click.argument("logs", nargs=-1, type=click.Path(path_type=Path))
+SESSION_OPTION = click.option(
+    "--session", metavar="ID", help="The session whose id (or directory name) starts with ID, searched below the "
+    "LOGS given, else below dsh's session root ($DSH_HOME/sessions, else ~/.dsh/sessions).")
+ALL_GENERATIONS_OPTION = click.option(
+    "--all-generations", is_flag=True,
+    help="In a directory, read every generation of each log (session.jsonl, session.v2.jsonl, ...), not only "
+         "the newest one, which is the one dsh reads.")
+ALLOW_EVENT_OPTION = click.option(
+    "--allow-event", "allow_events", multiple=True, metavar="PATTERN",
+    help="An ignorable event type this version does not know, but you do (a glob on the type, e.g. 'acme/*'; "
+         "repeatable; also $DSH_AUDIT_ALLOW_EVENTS, space-separated): listed as a note, never a warning, so "
+         "--strict accepts it.")
+COLOR_OPTION = click.option(
+    "--color", type=click.Choice(COLOR_CHOICES), default=None,
+    help="Colour in the human views: auto (on a terminal; never with NO_COLOR, always with FORCE_COLOR), "
+         "always or never [default: auto].")
+OUT_OPTION = click.option("--out", type=click.Path(path_type=Path, allow_dash=True),
+                          help="Write here, not stdout (replaced atomically; never an input; - is stdout).")
+WIDE_OPTION = click.option("--wide", is_flag=True, help="The table with every column, whatever the terminal width.")
+JUNIT_OPTION = click.option(
+    "--junit", "junit_file", type=click.Path(path_type=Path, allow_dash=True),
+    help="Also write a JUnit XML report (one test case per log) to this file (replaced atomically; its folder "
+         "is created; - for stdout).")
+
+
+def format_option(*names: str, default: str | None = "table", more: str = "") -> Callable[[F], F]:
+    """--format, taking the formats `names` of dsh_audit.sinks' vocabulary; its help lists them from there,
+    then says `more` (what they hold for this command)."""
+    return click.option("--format", "fmt", type=click.Choice(names), default=default, show_default=default is not None,
+                        help=f"{described(names)}.{' ' + more if more else ''}")
+
+
+def prefix_option(more: str = "") -> Callable[[F], F]:
+    """--message-prefix, then what it means for this command (`more`)."""
+    return click.option(
+        "--message-prefix", type=click.Choice(["legacy", "drop"]), default="legacy", show_default=True,
+        help="Older logs carry header.messagePrefix: 'legacy' prepends it as the old writers sent it; 'drop' "
+             f"ignores it as the current reference does.{' ' + more if more else ''}")
+
+
+def color_choice() -> str | None:
+    """The --color given to this command line (the subcommand's, else `audit`'s own), or None."""
+    context = click.get_current_context(silent=True)
+    while context is not None:
+        chosen = context.params.get("color")
+        if isinstance(chosen, str):
+            return chosen
+        context = context.parent
+    return None
+
+
+def this_terminal() -> Terminal:
+    """stdout's terminal, coloured as --color says."""
+    return terminal(color_choice())
+
+
+def chosen_paths(logs: tuple[Path, ...], session: str | None) -> Selection:
+    """What a command reads: the LOGS given, the --session picked, or with neither dsh's session root."""
+    from ..readers.home import default_paths
+
+    return default_paths(logs, session)
+
+
+def chosen_log(log: Path | None, session: str | None) -> Path:
+    """The one LOG a command reads, or the --session picked: then the older generations of its log, which it
+    skips, are named on stderr, as a walk of the log's folder names them."""
+    if log is None and session is None:
+        raise DshAuditError("give a LOG, or --session ID to pick one from dsh's session root")
+    chosen = chosen_paths(() if log is None else (log,), session)
+    [path] = chosen.paths
+    tell_skipped(chosen.skipped)
+    return path
+
+
+Step = tuple[int, int, int | None]
+
+
+def parse_step(text: str | None, option: str) -> Step | None:
+    """TURN.STEP or TURN.STEP#ATTEMPT, as the digest and the reports name a request."""
+    if text is None:
+        return None
+    try:
+        step, _, attempt = text.partition("#")
+        turn, number = step.split(".")
+        return int(turn), int(number), int(attempt) if attempt else None
+    except ValueError:
+        raise click.BadParameter(f"expected TURN.STEP or TURN.STEP#ATTEMPT such as 1.2 or 1.2#2, got {text!r}",
+                                 param_hint=option) from None
+
+
+def tell_skipped(skipped: Sequence[Skipped]) -> None:
+    """On stderr, a line per older generation left out, where the command's own output cannot list them."""
+    for log in skipped:
+        click.echo(printable(f"audit: {log.reason}"), err=True)
+
+
+def tell_unreadable(unreadable: Sequence[Unreadable], *, listed: bool) -> None:
+    """On stderr: each log a report left out, in one line (unless the report's own view lists them), then how
+    many. The report covers the rest and the command succeeds: only verify is a gate."""
+    if not unreadable:
+        return
+    if not listed:
+        for log in unreadable:
+            click.echo(printable(f"audit: {log.reason}"), err=True)
+    click.echo(f"audit: {len(unreadable)} log(s) could not be read and are not in the report"
+               + (" (each is named in it)" if listed else ""), err=True)

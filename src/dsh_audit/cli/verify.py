@@ -1,0 +1,94 @@
+"""`audit verify`: options in, every log verified by the library, its reports handed to a sink (the table,
+verify's JSON document, JUnit XML); the exit code says whether any log failed."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import nullcontext
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from . import EXIT_CLEAN, EXIT_FINDINGS, EXIT_UNREADABLE
+from .options import (
+    ALL_GENERATIONS_OPTION,
+    ALLOW_EVENT_OPTION,
+    COLOR_OPTION,
+    JUNIT_OPTION,
+    LOGS_ARGUMENT,
+    SESSION_OPTION,
+    chosen_paths,
+    format_option,
+    prefix_option,
+    this_terminal,
+)
+
+if TYPE_CHECKING:
+    from ..verify import LogReport
+
+
+@click.command(epilog="""\b
+Examples:
+  audit verify                          every session in dsh's session root
+  audit verify --session 3f2a           the one session whose id starts with 3f2a
+  audit verify --strict --junit out.xml logs/     a CI gate: warnings fail too, a JUnit report
+  audit verify --strict --allow-event 'acme/*' logs/   the product's own ignorable events accepted
+Exit codes: 0 clean, 1 findings, 2 unreadable input, unwritable --junit or bad usage, 3 internal error,
+130 interrupted.""")
+@LOGS_ARGUMENT
+@SESSION_OPTION
+@format_option("table", "json", "junit")
+@click.option("--strict", is_flag=True, help="Warnings (placeholders, ignorable unknown events, torn tails) fail too.")
+@ALLOW_EVENT_OPTION
+@click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Processes for a directory of logs (0: one per core). Output order does not depend on it.")
+@JUNIT_OPTION
+@ALL_GENERATIONS_OPTION
+@prefix_option()
+@COLOR_OPTION
+def verify(logs: tuple[Path, ...], session: str | None, fmt: str, strict: bool, allow_events: tuple[str, ...],
+           jobs: int, message_prefix: str, junit_file: Path | None, all_generations: bool, color: str | None
+           ) -> int:
+    """Rebuild every request of each LOG (file or directory) and check every invariant.
+
+    Every dsh log generation (format v0 to v4) is read; in a directory, each log's newest generation. With no
+    LOG, the sessions in dsh's session root."""
+    from ..findings import allowed_events
+    from ..output import check_output
+    from ..verify import verify_paths
+    from .progress_bar import byte_progress
+
+    allowed = allowed_events(allow_events)
+    chosen = chosen_paths(logs, session)
+    paths = chosen.paths
+    check_output(junit_file, inputs=chosen.inputs, what="the JUnit report", create_folder=True)   # before the work
+    single = jobs == 1 or (len(paths) == 1 and paths[0].is_file())   # read in this process: a bar by bytes
+    reports: list[LogReport] = []
+    with byte_progress(paths, "verify") if single else nullcontext():
+        found = verify_paths(paths, message_prefix=message_prefix, jobs=jobs or None,
+                             keep_requests=fmt == "json",   # the table shows counts only
+                             all_generations=all_generations, superseded=chosen.superseded,
+                             allow_events=allowed)
+        if fmt == "json":
+            from ..reports.verify_json import write_document
+
+            write_document(found, reports, strict, sys.stdout)
+        else:
+            reports.extend(found)
+    if fmt == "table":
+        from ..reports import verify_view
+        from ..sinks import show
+
+        term = this_terminal()
+        show(term, verify_view.render(reports, paths, term, strict=strict))
+    if junit_file is not None or fmt == "junit":
+        from ..junit import cases_from_reports, write_junit
+
+        cases = cases_from_reports(reports, strict=strict)
+        for target in (junit_file, Path("-") if fmt == "junit" else None):
+            if target is not None:
+                write_junit(target, "dsh-audit verify", cases, inputs=chosen.inputs)
+    if any(r.read_error for r in reports):
+        return EXIT_UNREADABLE
+    return EXIT_FINDINGS if any(r.failed(strict) for r in reports) else EXIT_CLEAN

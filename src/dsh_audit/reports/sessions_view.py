@@ -1,0 +1,75 @@
+"""The terminal view of `audit sessions`: a row per session, newest first, fitted to the terminal by the views'
+one table renderer (dsh_audit.reports.views.table)."""
+
+from __future__ import annotations
+
+from operator import itemgetter
+from pathlib import Path
+
+from ..readers.home import SessionInfo, SessionScan
+from ..sessions import iso
+from ..text import display, head
+from .views import Column, Terminal, located_error, table, wrap
+
+ID_WIDTH = 13        # a uuid's first two groups: enough to tell sessions apart
+_UNITS = ("kB", "MB", "GB", "TB")
+
+
+def humane_size(size: int) -> str:
+    if size < 1000:
+        return f"{size} B"
+    value = float(size)
+    for unit in _UNITS:
+        value /= 1000
+        if value < 999.95 or unit == _UNITS[-1]:
+            return f"{value:.1f} {unit}"
+    raise AssertionError("unreachable")
+
+
+def _cost(cost: float | None) -> str:
+    return "-" if cost is None else f"${cost:.4f}"
+
+
+def cells(info: SessionInfo) -> dict[str, str]:
+    # Cut without an ellipsis: the short id is meant to be pasted as a --session prefix.
+    return {"id": head(display(info.short_id), ID_WIDTH, cells=True), "last": iso(info.last_activity),
+            "generation": "-" if info.generation is None else f"v{info.generation}",
+            "requests": "-" if info.requests is None else str(info.requests), "cost": _cost(info.cost_usd),
+            "size": humane_size(info.size), "cwd": "(unreadable)" if info.error is not None else info.cwd or "-"}
+
+
+# Narrow terminals lose the size, then the generation, the request count and the cost; the cwd is cut at its
+# start: its end names the project, its start is the same home directory on most rows.
+COLUMNS = (
+    Column("ID", itemgetter("id")),
+    Column("LAST ACTIVITY (UTC)", itemgetter("last")),
+    Column("GEN", itemgetter("generation"), rank=3),
+    Column("REQS", itemgetter("requests"), rank=2, right=True),
+    Column("COST", itemgetter("cost"), rank=1, right=True),
+    Column("SIZE", itemgetter("size"), rank=4, right=True),
+    Column("CWD", itemgetter("cwd"), squeeze=True, keep_end=True, floor=24),
+)
+
+
+def render(scan: SessionScan, root: Path, term: Terminal) -> str:
+    """A row per session, columns dropped (then the cwd cut) to fit the terminal; under an unreadable session's
+    row, why it cannot be read; under the table, each folder that could not be listed."""
+    infos = scan.sessions
+    rows = table([cells(info) for info in infos], COLUMNS, width=term.width, wide=False, indent="")
+    lines = [term.style(rows[0], bold=True)]
+    for info, row in zip(infos, rows[1:], strict=True):
+        if info.error is None:
+            lines.append(row)
+            continue
+        lines.append(term.style(row, fg="red"))
+        lines += [term.style(line, fg="red") for line in
+                  wrap(f"error: {located_error(str(info.path), info.error)}", term.width, "  ")]
+    for folder in scan.unlisted:
+        lines += [term.style(line, fg="red") for line in wrap(f"error: {folder.reason}", term.width, "  ")]
+    unreadable = sum(info.error is not None for info in infos)
+    closing = f"{len(infos)} session(s) in {root}" + (f", {unreadable} unreadable" if unreadable else "")
+    closing += f", {len(scan.unlisted)} folder(s) that could not be listed" if scan.unlisted else ""
+    older = sum(len(info.skipped) for info in infos)
+    closing += f", {older} older generation(s) skipped" if older else ""
+    lines += wrap(closing, term.width, "")
+    return "\n".join(lines) + "\n"
