@@ -24,8 +24,9 @@ CORE = frozenset({
     "records", "seqlist", "shape", "stopping", "structure", "successors", "surface", "text", "tokens", "upcast",
     "verify", "vocabulary", "walker",
 })
-# What a reader may know of the rest: the errors it raises, the records it yields and the generations it names.
-READER_NEEDS = frozenset({"errors", "records", "generations", "seqlist"})
+# What a reader may know of the rest: the errors it raises, the records it yields, the generations it names and
+# the schemas' list of them (vocabulary: a header naming an unlisted generation is refused as the reader opens it).
+READER_NEEDS = frozenset({"errors", "records", "generations", "vocabulary", "seqlist"})
 
 
 def module_name(path: Path) -> str:
