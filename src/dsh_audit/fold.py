@@ -33,6 +33,7 @@ from .header import (
 )
 from .jsjson import dumps_bytes
 from .records import LogRecord
+from .rules import prefix_break_problem
 from .surface import Surface, SurfaceError
 from .vocabulary import vocabulary
 
@@ -418,10 +419,10 @@ class RequestFold:
         same_header = same_prompt(header, previous)   # request options aside: the cache is on the prompt
         request.extends_previous = not first and same_header and self.surface.extends(self.previous_count)
         request.causes = causes
-        unexplained = not any(c.kind != "initial" for c in causes)
-        if not first and not request.extends_previous and unexplained and header is not None:
-            self.finding("prefix-break", "request is not an append-extension of its predecessor and no logged "
-                         "event explains it", seq=request.dispatch_seq, event_type=request.dispatch_type)
+        explained = any(c.kind != "initial" for c in causes)
+        problem = prefix_break_problem(first, request.extends_previous, explained)
+        if problem is not None and header is not None:
+            self.finding("prefix-break", problem, seq=request.dispatch_seq, event_type=request.dispatch_type)
         self.previous_header = header
         self.previous_count = len(self.surface.visible)
         self.surface.settled()
