@@ -270,9 +270,9 @@ PIPED_MUTATIONS: dict[str, Callable[[Lines], Any]] = {
 # Codes whose rule both engines call (dsh_audit.rules): the fast path declines their mutation in the words the full
 # verifier reports it with (a stream record's finding also says where in the stream it is)
 WORDED_ONCE = frozenset({
-    "attempt-step", "developer-header", "instance-anchor", "message-chunk-mismatch", "placeholder-header",
-    "replace-missing-node", "step-enclosure", "stream-record", "surface-provenance", "system-head", "system-step",
-    "tool-pairing", "tool-undeclared", "turn-enclosure"})
+    "attempt-step", "developer-header", "instance-anchor", "late-surface-event", "message-chunk-mismatch",
+    "placeholder-header", "replace-missing-node", "step-enclosure", "stream-record", "surface-provenance",
+    "system-head", "system-step", "tool-pairing", "tool-undeclared", "turn-enclosure"})
 
 
 def test_every_code_is_mutated() -> None:

@@ -9,10 +9,13 @@ their rule holds (the fast path asks them of every event of a 1 GB log)."""
 from __future__ import annotations
 
 from collections.abc import Container, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .header import is_placeholder
 from .readers.jsonvalue import MAX_SAFE_INTEGER
+
+if TYPE_CHECKING:
+    from .fold import Cause
 
 # -- turns and steps (turn-enclosure, step-enclosure, system-step, attempt-step) ---------------------------------
 
@@ -152,10 +155,10 @@ def extends(visible_count: int, changed_from: int | None, previous_count: int) -
     return visible_count >= previous_count and (changed_from is None or changed_from >= previous_count)
 
 
-def prefix_break_problem(first: bool, extends_previous: bool, explained: bool) -> str | None:
-    """prefix-break: a request that is not an append-extension of its predecessor has a logged cause
-    (`explained`: a cause other than the first header)."""
-    if first or extends_previous or explained:
+def prefix_break_problem(first: bool, extends_previous: bool, causes: list[Cause]) -> str | None:
+    """prefix-break: a request that is not an append-extension of its predecessor has a logged cause (`causes`:
+    those logged since it; the log's first header explains nothing)."""
+    if first or extends_previous or any(cause.kind != "initial" for cause in causes):
         return None
     return "request is not an append-extension of its predecessor and no logged event explains it"
 
@@ -304,10 +307,10 @@ def uncited_problem(missing: list[int]) -> str | None:
             f"missing {', '.join(map(str, missing))}")
 
 
-def head_append_problem(kind: Any, head_is_system: bool) -> str | None:
-    """system-head (v3 on), appending to a non-empty surface: a system/message joins only behind a system
-    head."""
-    if kind != "system/message" or head_is_system:
+def head_append_problem(head_is_system: bool) -> str | None:
+    """system-head (v3 on), asked of a system/message appended to a non-empty surface: it joins only behind a
+    system head."""
+    if head_is_system:
         return None
     return "system/message requires a protected first surface head (a system/message at node 0)"
 

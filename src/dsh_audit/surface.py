@@ -130,7 +130,7 @@ class Surface:
             if not self.nodes:
                 self.head_is_system = system
                 self.head_message = derive_message(event) if system else None
-            elif problem := head_append_problem(event.get("type"), self.head_is_system):
+            elif system and (problem := head_append_problem(self.head_is_system)):
                 raise SurfaceError(problem, "system-head")
         self._admit(seq, event)
         key = self._next_key

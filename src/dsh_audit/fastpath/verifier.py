@@ -28,7 +28,7 @@ import orjson
 
 from .. import rules
 from ..digest_spool import DigestSpool
-from ..fold import Cause, RebuiltRequest, RequestParts, RunningDigest, header_causes
+from ..fold import Cause, RebuiltRequest, RequestParts, RunningDigest, end_seed_cause, header_causes, replace_cause
 from ..generations import Generation
 from ..header import HeaderSnapshot, same_prompt, snapshot, system_text
 from ..jsjson import dumps_bytes
@@ -208,8 +208,9 @@ class FastVerifier:
         self.instance_anchored = False
         self.calls: dict[str, int] = {}
         self.pre_dispatch: int | None = None
+        self.pending_kind = ""                     # what logged `pre_dispatch`: request/header or request/context
         self.attempt_open = False
-        self.late = False
+        self.late: tuple[str, int | None] | None = None   # the first late surface event's pending kind and seq
         self.blocks: dict[int, Any] = {}
         self.finish_kind: str | None = None
         self.declared_tools: frozenset[str] | None = None
@@ -384,7 +385,7 @@ class FastVerifier:
             self._usage(chunk.usage)
         # the structural checks
         if self.late:
-            raise Doubt("late surface event")
+            raise Doubt(rules.late_problem(*self.late, self.generation.dispatch))
         self.attempt_open = kind != "finish"
         self.pre_dispatch = None
         if kind == "block-end":
@@ -404,7 +405,7 @@ class FastVerifier:
 
     def _boundary(self) -> None:
         self.attempt_open = False
-        self.late = False
+        self.late = None
         self.pre_dispatch = None
 
     def _turn_start(self, event: Any, seq: int, line: bytes) -> None:
@@ -414,7 +415,7 @@ class FastVerifier:
             raise Doubt(problem)
         self.turn, self.step = event.data.turn, None
         self.attempt_open = False
-        self.late = False
+        self.late = None
 
     def _turn_end(self, event: Any, seq: int, line: bytes) -> None:
         self._close()
@@ -468,7 +469,7 @@ class FastVerifier:
         self.headers_seen += 1
         self.header_seqs.add(seq)
         if not self.attempt_open:
-            self.pre_dispatch = seq
+            self.pre_dispatch, self.pending_kind = seq, "request/header"
         if problem := rules.placeholder_problem(header):
             raise Doubt(problem)
         self.declared_tools = rules.declared_tools(header.get("tools"))
@@ -481,10 +482,10 @@ class FastVerifier:
 
     def _request_context(self, event: Any, seq: int, line: bytes) -> None:
         if not self.attempt_open:
-            self.pre_dispatch = seq
+            self.pre_dispatch, self.pending_kind = seq, "request/context"
 
     def _end_seed(self, event: Any, seq: int, line: bytes) -> None:
-        self.pending_causes.append(Cause("end-seed", seq, "resume/fork boundary (session/end-seed)"))
+        self.pending_causes.append(end_seed_cause(seq))
         self.instance_anchored = False
         if self.generation.seed_cut == "inherited-end-seed" and getattr(event.data, "inherited", None) is True:
             raise Doubt("inherited end-seed marker")
@@ -492,8 +493,8 @@ class FastVerifier:
     # -- surface events ------------------------------------------------------------------------------------
     def _surface_common(self, kind: str) -> None:
         """What every surface event meets in the structural checks and the migration notes."""
-        if rules.is_late(kind, self.pre_dispatch, self.attempt_open):
-            self.late = True
+        if self.late is None and rules.is_late(kind, self.pre_dispatch, self.attempt_open):
+            self.late = (self.pending_kind, self.pre_dispatch)
         if not self.step_seen and self.version <= 2:
             raise Doubt("surface event before the first step (migration note)")
 
@@ -570,7 +571,7 @@ class FastVerifier:
         self._close()
         # the structural checks
         if self.late:
-            raise Doubt("late surface event")
+            raise Doubt(rules.late_problem(*self.late, self.generation.dispatch))
         self.attempt_open = False
         self.pre_dispatch = None
         if self.settles:
@@ -633,7 +634,7 @@ class FastVerifier:
             self._answered(data, seq, line, None)
         self._close()
         if self.late:
-            raise Doubt("late surface event")
+            raise Doubt(rules.late_problem(*self.late, self.generation.dispatch))
         self._stream_blocks(data.stream)
         self.blocks, self.finish_kind = {}, None   # an attempt's stream is checked, not matched against a message
         self.attempt_open = False
@@ -661,7 +662,7 @@ class FastVerifier:
                 system = kind == "system/message"
                 if not self.nodes:
                     self.head_is_system = system
-                elif problem := rules.head_append_problem(kind, self.head_is_system):
+                elif system and (problem := rules.head_append_problem(self.head_is_system)):
                     raise Doubt(problem)
             self.nodes.append(seq)
             self.messages[seq] = message
@@ -713,9 +714,7 @@ class FastVerifier:
             self.tool_lines.pop(node, None)
         self.surface_generation += 1
         self.visible = [m for m in (self.messages[node] for node in nodes) if m is not None]
-        what = "system-change" if kind == "system/message" else "replace"
-        self.pending_causes.append(Cause(what, seq, f"{kind} replaced surface nodes {shadowed[0]}..{shadowed[-1]} "
-                                                    f"({len(shadowed)} node(s))"))
+        self.pending_causes.append(replace_cause(kind, seq, shadowed))
 
     # -- dispatch (dsh_audit.fold.RequestFold._dispatch, _digest, _attribute) -----------------------------------
     def _dispatch(self, step: tuple[int, int], seq: int, bound: str, kind: str, time: Any, *,
@@ -742,8 +741,7 @@ class FastVerifier:
         request.extends_previous = (not first and same_header
                                     and rules.extends(len(self.visible), self.changed_from, self.previous_count))
         request.causes = causes
-        explained = any(c.kind != "initial" for c in causes)
-        if problem := rules.prefix_break_problem(first, request.extends_previous, explained):
+        if problem := rules.prefix_break_problem(first, request.extends_previous, causes):
             raise Doubt(problem)
         if self.keep_requests and self.model_calls is None:   # its digest is complete: kept as it is
             self.requests.append(RequestDigest.of(request))
