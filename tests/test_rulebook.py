@@ -5,9 +5,12 @@ registered once (dsh_audit.finding_codes), and the README lists the registry."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
+import os
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -177,6 +180,21 @@ def _undeclared_tool(lines: Lines) -> None:
     _data(lines, 10)["message"]["content"][0]["name"] = _data(lines, 11)["name"] = "no_such_tool"
 
 
+def _header_after_the_first_dispatch(lines: Lines) -> None:
+    """The request/header (seq 8) and the tool/call (seq 11) trade places: the first request has no header, the
+    second one's only cause is the log's first header, which explains nothing."""
+    header, call = lines[9], lines[12]
+    lines[9], lines[12] = {**call, "seq": 8}, {**header, "seq": 11}
+
+
+def _chunkless_response_without_header(lines: Lines) -> None:
+    lines[9] = {**lines[1], "seq": 8}   # no request/header
+    _data(lines, 10)["stream"] = []
+
+
+_IMAGE_OFFLOAD = {"type": "image/offload", "seq": 6, "time": 0, "data": {"targets": [{"seq": 5, "imageIndexes": [0]}]}}
+
+
 # code -> an edit of the sample log (SAMPLE, v3, which the fast path accepts) that makes the full verifier report it
 MUTATIONS: dict[str, Callable[[Lines], Any]] = {
     "seq-gap": lambda lines: lines.pop(3),
@@ -212,6 +230,10 @@ MUTATIONS: dict[str, Callable[[Lines], Any]] = {
                                           _data(lines, 19).update(error="summary not smaller")),
     "system-head": lambda lines: lines[19].update(surfaceOp={"op": "replace", "startSeq": 7, "endSeq": 7},
                                                   sourceEventSeqs=[7]),
+    "prefix-break": _header_after_the_first_dispatch,
+    "untraced-response": _chunkless_response_without_header,
+    "unsupported-projection": lambda lines: lines.__setitem__(7, _IMAGE_OFFLOAD),   # for the session/title
+    "source-ranges": lambda lines: lines[19].update(sourceEventSeqs=[[5, 2]]),   # a range that ends before it starts
 }
 
 
@@ -236,17 +258,27 @@ V4_MUTATIONS: dict[str, Callable[[Lines], Any]] = {
 V0_MUTATIONS: dict[str, Callable[[Lines], Any]] = {
     "legacy-rejected": lambda lines: _event(lines, 914)["data"].update(reason="fallback"),
     "migration-refused": lambda lines: _event(lines, 6).update(type="acme/thing", ignorable=True),
+    "legacy-malformed": lambda lines: _event(lines, 0)["data"].update(trigger="user"),   # not a {kind} object
 }
-# Codes no base shows with a one-place edit: a legacy shape the loader's upgrade cannot read, a second pass a
-# file never needs (seed-cut-unknown), shapes the bases lack (range-encoded seqs, image/offload, a chunkless
-# response), and a prefix break (any edit of the history is a logged cause).
-NOT_YET_MUTATED = frozenset({
-    "legacy-malformed", "prefix-break", "seed-cut-unknown", "source-ranges", "unsupported-projection",
-    "untraced-response"})
+# code -> an edit of the sample that the full verifier reports only when the log is read once (a pipe): a seeded
+# child's inherited cut is found by a second pass, which a file always allows, and the fast path reads files only
+PIPED_MUTATIONS: dict[str, Callable[[Lines], Any]] = {
+    "seed-cut-unknown": lambda lines: lines[0].update(isSeeded=True),
+}
 
 
-def test_every_code_is_mutated_or_listed_as_not_yet() -> None:
-    assert set(CODES) - set(MUTATIONS) - set(V4_MUTATIONS) - set(V0_MUTATIONS) == NOT_YET_MUTATED
+# Codes whose rule both engines call (dsh_audit.rules): the fast path declines their mutation in the words the full
+# verifier reports it with (a stream record's finding also says where in the stream it is)
+WORDED_ONCE = frozenset({
+    "attempt-step", "developer-header", "instance-anchor", "late-surface-event", "message-chunk-mismatch",
+    "placeholder-header", "replace-missing-node", "step-enclosure", "stream-record", "surface-provenance",
+    "system-head", "system-step", "tool-pairing", "tool-undeclared", "turn-enclosure"})
+
+
+def test_every_code_is_mutated() -> None:
+    bases = (MUTATIONS, V4_MUTATIONS, V0_MUTATIONS, PIPED_MUTATIONS)
+    assert sum(map(len, bases)) == len(CODES) and set(CODES) == set().union(*bases)
+    assert WORDED_ONCE.issubset(CODES)
 
 
 def _generated(tmp_path_factory: pytest.TempPathFactory, name: str, *args: str) -> Path:
@@ -284,12 +316,15 @@ def test_the_unmutated_bases_are_decided_by_the_fast_path(v4_base: Path, v0_base
 
 def _reported_and_declined(path: Path, code: str, monkeypatch: pytest.MonkeyPatch) -> None:
     [source] = open_logs(path)
-    assert isinstance(fastpath.decide(source), str)
+    declined = fastpath.decide(source)
+    assert isinstance(declined, str)
     [fast] = verify_path(path)
     monkeypatch.setenv(fastpath.SWITCH, "0")
     [full] = verify_path(path)
     assert code in {finding.code for finding in full.findings}, [f.render() for f in full.findings]
     assert not fast.fast_path and fast.findings == full.findings
+    if code in WORDED_ONCE:
+        assert any(f.message.endswith(declined) for f in full.findings if f.code == code), declined
 
 
 @pytest.mark.parametrize("code", sorted(MUTATIONS))
@@ -308,3 +343,34 @@ def test_a_v4_mutation_is_reported_by_the_full_verifier_and_declined_by_the_fast
 def test_a_v0_mutation_is_reported_by_the_full_verifier_and_declined_by_the_fast_path(
         code: str, v0_base: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _reported_and_declined(_mutated(tmp_path, v0_base, V0_MUTATIONS[code]), code, monkeypatch)
+
+
+def _piped(path: Path, tmp_path: Path, name: str) -> Path:
+    """A named pipe a thread writes the log at `path` into: a source read once, with no second pass."""
+    pipe = tmp_path / name
+    os.mkfifo(pipe)
+    data = path.read_bytes()
+
+    def write() -> None:
+        with pipe.open("wb") as handle:   # waits for the reader; the log fits the pipe's buffer
+            handle.write(data)
+
+    threading.Thread(target=write, daemon=True).start()
+    return pipe
+
+
+@pytest.mark.parametrize("code", sorted(PIPED_MUTATIONS))
+def test_a_piped_mutation_is_reported_by_the_full_verifier_and_declined_by_the_fast_path(
+        code: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _mutated(tmp_path, SAMPLE, PIPED_MUTATIONS[code])
+    [source] = open_logs(_piped(path, tmp_path, "decided"))
+    assert isinstance(fastpath.decide(source), str)
+    assert sum(1 for _ in source.records()) > 0   # read to the end: the writer is done
+    [fast] = verify_path(_piped(path, tmp_path, "fast"))
+    monkeypatch.setenv(fastpath.SWITCH, "0")
+    [full] = verify_path(_piped(path, tmp_path, "full"))
+    assert code in {finding.code for finding in full.findings}, [f.render() for f in full.findings]
+    unlabelled = [[dataclasses.replace(f, log=None) for f in report.findings] for report in (fast, full)]
+    assert not fast.fast_path and unlabelled[0] == unlabelled[1]   # each pipe is a log of its own name
+    [from_file] = verify_path(path)   # a file is read twice for the cut: no such finding
+    assert code not in {finding.code for finding in from_file.findings}

@@ -13,6 +13,7 @@ from typing import Any
 from .findings import Report
 from .generations import Generation
 from .legacy import UPGRADABLE, LegacyUpgrader
+from .rules import retired_system_problem
 from .shape import envelope_problem, header_problem, message_problem
 from .upcast import lifter
 from .vocabulary import vocabulary
@@ -79,12 +80,10 @@ class Admission:
             if problem:
                 self.report("shape", problem, seq=seq, event_type=kind, rejects=True)
                 return None
-        if kind == "request/header" and self.generation.system_prompt == "surface" \
-                and "system" in event["data"]["header"]:
+        if kind == "request/header" and (problem := retired_system_problem(
+                self.generation.system_prompt == "surface", event["data"]["header"], self.generation.label)):
             # Read on (the fold ignores the field): the prompt of these requests is their system/message head.
-            self.report("retired-header-system", f"format {self.generation.label} request/header carries the "
-                        "retired header.system; the system prompt lives in system/message events",
-                        seq=seq, event_type=kind, rejects=True)
+            self.report("retired-header-system", problem, seq=seq, event_type=kind, rejects=True)
         return event
 
     def _unknown(self, event: Event, kind: str, seq: int) -> None:

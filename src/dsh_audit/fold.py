@@ -33,6 +33,7 @@ from .header import (
 )
 from .jsjson import dumps_bytes
 from .records import LogRecord
+from .rules import prefix_break_problem
 from .surface import Surface, SurfaceError
 from .vocabulary import vocabulary
 
@@ -127,6 +128,18 @@ def header_causes(old: HeaderSnapshot | None, new: HeaderSnapshot, seq: int) -> 
                     else "options-change" if fields and set(fields) <= OPTION_FIELDS else "header-change")
             causes.append(Cause(kind, seq, f"{new.reason}: " + ", ".join(fields)))
     return causes
+
+
+def replace_cause(kind: str, seq: int, shadowed: list[int]) -> Cause:
+    """Why the next request may not extend the last one after a surface replace (a v3 system head's replacement
+    is a system change)."""
+    what = "system-change" if kind == "system/message" else "replace"
+    return Cause(what, seq, f"{kind} replaced surface nodes {shadowed[0]}..{shadowed[-1]} ({len(shadowed)} node(s))")
+
+
+def end_seed_cause(seq: int) -> Cause:
+    """A session/end-seed: a resume or fork boundary."""
+    return Cause("end-seed", seq, "resume/fork boundary (session/end-seed)")
 
 
 class RunningDigest:
@@ -228,7 +241,7 @@ class RequestFold:
         elif kind == "session/end-seed":
             # Only the seed cut says, before the fact, which requests a child inherited; an end-seed without
             # it (a resumed process of the same session) is a boundary, not a change of owner.
-            self.pending_causes.append(Cause("end-seed", seq, "resume/fork boundary (session/end-seed)"))
+            self.pending_causes.append(end_seed_cause(seq))
         elif kind in ("compaction/start", "compaction/summary", "compaction/end"):
             self._on_compaction(kind, event.get("data"), seq)
         return closed
@@ -306,10 +319,7 @@ class RequestFold:
             elif (isinstance(op, dict) and set(op) == {"op", "startSeq", "endSeq"} and op["op"] == "replace"
                   and all(isinstance(op[k], int) and not isinstance(op[k], bool) and op[k] >= 0
                           for k in ("startSeq", "endSeq"))):
-                shadowed = self.surface.replace(seq, event, op)
-                what = "system-change" if kind == "system/message" else "replace"
-                self.pending_causes.append(Cause(what, seq, f"{kind} replaced surface nodes "
-                                                 f"{shadowed[0]}..{shadowed[-1]} ({len(shadowed)} node(s))"))
+                self.pending_causes.append(replace_cause(kind, seq, self.surface.replace(seq, event, op)))
             else:
                 self.finding("surface-op-invalid", f'session event "{kind}" carries an invalid surfaceOp',
                              seq=seq, event_type=kind, rejects=True)
@@ -418,10 +428,9 @@ class RequestFold:
         same_header = same_prompt(header, previous)   # request options aside: the cache is on the prompt
         request.extends_previous = not first and same_header and self.surface.extends(self.previous_count)
         request.causes = causes
-        unexplained = not any(c.kind != "initial" for c in causes)
-        if not first and not request.extends_previous and unexplained and header is not None:
-            self.finding("prefix-break", "request is not an append-extension of its predecessor and no logged "
-                         "event explains it", seq=request.dispatch_seq, event_type=request.dispatch_type)
+        problem = prefix_break_problem(first, request.extends_previous, causes)
+        if problem is not None and header is not None:
+            self.finding("prefix-break", problem, seq=request.dispatch_seq, event_type=request.dispatch_type)
         self.previous_header = header
         self.previous_count = len(self.surface.visible)
         self.surface.settled()

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .generations import Generation
+from .rules import tool_call_ids_problem
 
 ENVELOPE_KEYS = frozenset({"type", "seq", "time", "data", "surfaceOp", "sourceEventSeqs", "ignorable"})
 # The role each surface type's message must have; a v4 tool result is a tool-role message.
@@ -69,14 +70,12 @@ def message_problem(event: dict[str, Any], generation: Generation) -> str | None
     if source["kind"] != "tool" or not isinstance(source.get("callId"), str) or not source["callId"]:
         return "message must have tool source"
     if role == "tool":
-        return None if message.get("toolCallId") == source["callId"] else "message has mismatched tool call ids"
+        return tool_call_ids_problem(message.get("toolCallId"), source["callId"])
     block = content[0] if content else None
     if (len(content) != 1 or not isinstance(block, dict) or block.get("type") != "tool-result"
             or not isinstance(block.get("content"), list)):
         return "message must contain one tool-result block"
-    if block.get("toolCallId") != source["callId"]:
-        return "message has mismatched tool call ids"
-    return None
+    return tool_call_ids_problem(block.get("toolCallId"), source["callId"])
 
 
 def header_problem(event: dict[str, Any]) -> str | None:

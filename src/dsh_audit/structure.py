@@ -4,13 +4,36 @@ of the newer generations (settlements inside their step, the seeded cut's marker
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .findings import Report
-from .header import is_placeholder, system_text
-from .readers.jsonvalue import MAX_SAFE_INTEGER
+from .header import system_text
 from .records import LogSource
+from .rules import (
+    anchor_problem,
+    chunk_mismatch_problem,
+    cited_blocks,
+    declared_tools,
+    developer_header_problem,
+    header_placement_problem,
+    is_late,
+    late_problem,
+    matches_chunks,
+    outside_step_problem,
+    packed_record_problem,
+    placeholder_problem,
+    step_end_problem,
+    step_left_open_problem,
+    step_mismatch_problem,
+    step_start_step_problem,
+    step_start_turn_problem,
+    tool_pairing_problem,
+    turn_end_problem,
+    turn_start_problem,
+    undeclared_tool_problem,
+    unflagged_error_problem,
+)
 from .seqlist import seq_facts
 from .vocabulary import vocabulary
 
@@ -18,9 +41,6 @@ if TYPE_CHECKING:
     from .walker import Walked
 
 LOG_ONLY_BEFORE_DISPATCH = ("request/header", "request/context")
-# Surface types never late though logged between a header and its dispatch: the settlement itself, and a
-# developer/message (v4), which follows the header it is bound to by design.
-NEVER_LATE = frozenset({"assistant/message", "developer/message"})
 
 
 def _turn_step(data: Any) -> tuple[Any, Any]:
@@ -98,11 +118,7 @@ def stream_record_problem(record: Any) -> str | None:
     members, gaps, time0 = record.get(payload), record.get("dt"), record.get("time0")
     if not isinstance(members, list) or not isinstance(gaps, list) or not set(map(type, gaps)) <= {int}:
         return None   # a shape the schema reports
-    if len(gaps) != len(members) - 1:
-        return f"{record['type']} record has {len(gaps)} dt gaps for {len(members)} members"
-    if type(time0) is int and gaps and not -MAX_SAFE_INTEGER <= time0 + sum(gaps) <= MAX_SAFE_INTEGER:
-        return f"{record['type']} record member times leave the safe integers"
-    return None
+    return packed_record_problem(kind, len(members), gaps, time0 if type(time0) is int else None)
 
 
 def _stream_blocks(data: Any) -> tuple[list[Any], str | None]:
@@ -120,33 +136,6 @@ def _stream_blocks(data: Any) -> tuple[list[Any], str | None]:
             reason = chunk.get("reason")
             finish = reason.get("kind") if isinstance(reason, dict) else None
     return blocks, finish
-
-
-def flags_error(message: Any) -> bool:
-    """A tool result message flagged as an error: v4 on the message, v3 on its one tool-result block."""
-    if not isinstance(message, dict):
-        return False
-    if message.get("role") == "tool":
-        return message.get("isError") is True
-    content = message.get("content")
-    block = content[0] if isinstance(content, list) and content and isinstance(content[0], dict) else {}
-    return block.get("isError") is True
-
-
-def developer_header_problem(data: Any, header_seqs: Container[int]) -> str | None:
-    """v4: a developer/message with tool additions names, by headerSeq, an earlier request/header (one of
-    `header_seqs`), and carries no headerSeq without them. What is wrong, or None. Whether that header declares
-    the added tools is not checked (docs/v4.md, "Not verified")."""
-    message = data.get("message") if isinstance(data, dict) else None
-    content = message.get("content") if isinstance(message, dict) else None
-    adds = any(isinstance(block, dict) and block.get("type") == "tool-addition"
-               for block in (content if isinstance(content, list) else ()))
-    header_seq = data.get("headerSeq") if isinstance(data, dict) else None
-    if adds and not (type(header_seq) is int and header_seq in header_seqs):
-        return f"developer/message adds tools but its headerSeq {header_seq!r} names no earlier request/header"
-    if not adds and header_seq is not None:
-        return "developer/message must omit headerSeq without tool additions"
-    return None
 
 
 class StructureChecker:
@@ -172,7 +161,7 @@ class StructureChecker:
         self.pre_dispatch_log_only: int | None = None  # seq of a header/context awaiting this attempt's chunk
         self.attempt_open = False
         self._pending_kind = ""
-        self.late: list[tuple[int, str, str, int]] = []   # surface events between a header and a dispatch
+        self.late: list[tuple[int, str, str, int | None]] = []   # surface events between a header and a dispatch
         self.blocks: dict[int, Any] = {}          # seq -> completed block of a block-end chunk, since the last message
         self.finish_kind: str | None = None
         self.unenclosed: set[str] = set()      # repr of (turn, step, open turn, open step) already reported
@@ -202,8 +191,7 @@ class StructureChecker:
             if handler is not None:
                 handler(data, seq)
         # A surface event that lands between the header and the dispatch is reported once a dispatch does follow.
-        if kind in self.surface_types and self.pre_dispatch_log_only is not None and not self.attempt_open \
-                and kind not in NEVER_LATE:
+        if kind in self.surface_types and is_late(kind, self.pre_dispatch_log_only, self.attempt_open):
             self.late.append((seq, kind, self._pending_kind, self.pre_dispatch_log_only))
         if kind in ("turn/start", "step/start", "step/end", "turn/end"):
             self.attempt_open = False
@@ -213,38 +201,32 @@ class StructureChecker:
 
     # -- turns and steps --------------------------------------------------------------------------------
     def _on_turn_start(self, data: Any, seq: int) -> None:
-        if self.turn is not None:
-            self.report("turn-enclosure", f"turn/start while turn {self.turn} is still open", seq=seq,
-                        event_type="turn/start")
+        if problem := turn_start_problem(self.turn):
+            self.report("turn-enclosure", problem, seq=seq, event_type="turn/start")
         self.turn, self.step = (data.get("turn") if isinstance(data, dict) else None), None
 
     def _on_turn_end(self, data: Any, seq: int) -> None:
         turn = data.get("turn") if isinstance(data, dict) else None
-        if self.turn is None or turn != self.turn:
-            self.report("turn-enclosure", f"turn/end for turn {turn} but the open turn is {self.turn}", seq=seq,
-                        event_type="turn/end")
-        if self.step is not None:
-            self.report("step-enclosure", f"turn/end while step {self.step} is still open", seq=seq,
-                        event_type="turn/end")
+        if problem := turn_end_problem(turn, self.turn):
+            self.report("turn-enclosure", problem, seq=seq, event_type="turn/end")
+        if problem := step_left_open_problem(self.step):
+            self.report("step-enclosure", problem, seq=seq, event_type="turn/end")
         self.turn = self.step = None
         self.pre_dispatch_log_only = None
 
     def _on_step_start(self, data: Any, seq: int) -> None:
         turn, step = _turn_step(data)
-        if self.turn is None or turn != self.turn:
-            self.report("step-enclosure", f"step/start of turn {turn} outside that turn", seq=seq,
-                        event_type="step/start")
-        if self.step is not None:
-            self.report("step-enclosure", f"step/start while step {self.step} is still open", seq=seq,
-                        event_type="step/start")
+        if problem := step_start_turn_problem(turn, self.turn):
+            self.report("step-enclosure", problem, seq=seq, event_type="step/start")
+        if problem := step_start_step_problem(self.step):
+            self.report("step-enclosure", problem, seq=seq, event_type="step/start")
         self.step = step
         self.pre_dispatch_log_only = None
 
     def _on_step_end(self, data: Any, seq: int) -> None:
         turn, step = _turn_step(data)
-        if self.step is None or (turn, step) != (self.turn, self.step):
-            self.report("step-enclosure", f"step/end for {turn}.{step} but the open step is "
-                        f"{self.turn}.{self.step}", seq=seq, event_type="step/end")
+        if problem := step_end_problem(turn, step, self.turn, self.step):
+            self.report("step-enclosure", problem, seq=seq, event_type="step/end")
         self.step = None
         self.pre_dispatch_log_only = None
 
@@ -252,55 +234,42 @@ class StructureChecker:
         if kind not in ("assistant/chunk", "assistant/message", "tool/call", "tool/result"):
             return
         turn, step = _turn_step(data)
-        if (turn, step) == (self.turn, self.step):
+        problem = outside_step_problem(kind, turn, step, self.turn, self.step)
+        if problem is None:
             return
         stray = repr((turn, step, self.turn, self.step))   # repr: a malformed turn may be an unhashable list
         if stray not in self.unenclosed:
             self.unenclosed.add(stray)   # once per stray step, not per chunk
-            self.report("step-enclosure", f"{kind} for step {turn}.{step} outside it (open step: "
-                        f"{self.turn}.{self.step})", seq=seq, event_type=kind)
+            self.report("step-enclosure", problem, seq=seq, event_type=kind)
 
     # -- headers and dispatch ---------------------------------------------------------------------------
     def _on_request_header(self, data: Any, seq: int) -> None:
         reason = data.get("reason") if isinstance(data, dict) else None
-        if self.turn is None:
-            self.report("header-placement", "request/header logged outside any turn", seq=seq,
-                        event_type="request/header")
-        if not self.instance_anchored:
-            expected = "resume" if self.headers_seen else "initial"
-            if reason != expected:
-                self.report("instance-anchor", f"a loop instance's first request/header must have reason "
-                            f"'{expected}', got '{reason}'", seq=seq, event_type="request/header")
-            self.instance_anchored = True
-        elif reason == "initial":
-            self.report("instance-anchor", "reason 'initial' on a log that already has a request/header",
-                        seq=seq, event_type="request/header")
+        if problem := header_placement_problem(self.turn):
+            self.report("header-placement", problem, seq=seq, event_type="request/header")
+        if problem := anchor_problem(self.instance_anchored, self.headers_seen, reason):
+            self.report("instance-anchor", problem, seq=seq, event_type="request/header")
+        self.instance_anchored = True
         self.headers_seen += 1
         self.header_seqs.add(seq)
         self._mark_pre_dispatch(seq, "request/header")
         header = data.get("header") if isinstance(data, dict) else None
         tools = header.get("tools") if isinstance(header, dict) else None
         self._check_placeholders(header, seq)
-        if tools is None or tools == []:
-            self.declared_tools = frozenset()
-        elif isinstance(tools, list) and all(isinstance(t, dict) and isinstance(t.get("name"), str) for t in tools):
-            self.declared_tools = frozenset(t["name"] for t in tools)
-        else:
-            self.declared_tools = None   # a placeholder such as "{{tools}}": the real tool set is not in the log
+        self.declared_tools = declared_tools(tools)
 
     def _on_system_message(self, data: Any, seq: int) -> None:
         self._check_in_step("system/message", data, seq)
         message = data.get("message") if isinstance(data, dict) else None
-        if is_placeholder(system_text(message)):   # v3 on the prompt is scrubbed in the system head
-            self._check_placeholders({"system": system_text(message)}, seq, "system/message")
+        # v3 on: the prompt is scrubbed in the system head
+        self._check_placeholders({"system": system_text(message)}, seq, "system/message")
 
     def _check_in_step(self, kind: str, data: Any, seq: int) -> None:
         """v3 on: the prompt (system/message) and tool updates (developer/message) belong to the open step whose
         request they shape."""
-        if self.step is None or _turn_step(data) != (self.turn, self.step):
-            turn, step = _turn_step(data)
-            self.report("system-step", f"{kind} for step {turn}.{step} does not match an open turn and step "
-                        f"(open: {self.turn}.{self.step})", seq=seq, event_type=kind)
+        turn, step = _turn_step(data)
+        if problem := step_mismatch_problem(kind, turn, step, self.turn, self.step):
+            self.report("system-step", problem, seq=seq, event_type=kind)
 
     def _on_developer_message(self, data: Any, seq: int) -> None:
         self._check_in_step("developer/message", data, seq)
@@ -313,12 +282,9 @@ class StructureChecker:
         those of the scrubbed log, not what the model saw. A warning, so --strict can refuse such logs."""
         if self.placeholder_reported or not isinstance(header, dict):
             return
-        fields = [key for key in ("system", "tools", "messagePrefix") if is_placeholder(header.get(key))]
-        if fields:
+        if problem := placeholder_problem(header):
             self.placeholder_reported = True
-            self.report("placeholder-header", f"{'/'.join(fields)} are normalization placeholders: the request "
-                        "bytes are those of the scrubbed log, not what the model saw (reported once per log)",
-                        seq=seq, event_type=event_type, severity="warning")
+            self.report("placeholder-header", problem, seq=seq, event_type=event_type, severity="warning")
 
     def _on_request_context(self, data: Any, seq: int) -> None:
         self._mark_pre_dispatch(seq, "request/context")
@@ -340,9 +306,8 @@ class StructureChecker:
         """An attempt was dispatched (its first chunk, or its settlement from v2): the surface events logged
         since its header are in the rebuilt request, though the loop built the request before them."""
         for seq, kind, pending_kind, pending_seq in self.late:
-            self.report("late-surface-event", f"surface event logged after the step's {pending_kind} "
-                        f"(seq {pending_seq}) but before its dispatch: the request was built before it, yet the "
-                        f"{self.generation.dispatch} boundary includes it", seq=seq, event_type=kind)
+            self.report("late-surface-event", late_problem(pending_kind, pending_seq, self.generation.dispatch),
+                        seq=seq, event_type=kind)
         self.late.clear()
 
     def _check_stream(self, data: Any, seq: int, kind: str) -> None:
@@ -358,10 +323,9 @@ class StructureChecker:
         self._check_stream(data, seq, "assistant/attempt")
         self.attempt_open = False
         self.pre_dispatch_log_only = None
-        if _turn_step(data) != (self.turn, self.step) or self.step is None:
-            turn, step = _turn_step(data)
-            self.report("attempt-step", f"assistant/attempt for step {turn}.{step} does not match an open turn "
-                        f"and step (open: {self.turn}.{self.step})", seq=seq, event_type="assistant/attempt")
+        turn, step = _turn_step(data)
+        if problem := step_mismatch_problem("assistant/attempt", turn, step, self.turn, self.step):
+            self.report("attempt-step", problem, seq=seq, event_type="assistant/attempt")
 
     def _on_assistant_chunk(self, data: Any, seq: int) -> None:
         chunk = data.get("chunk") if isinstance(data, dict) else None
@@ -393,10 +357,9 @@ class StructureChecker:
         for block in content:
             if isinstance(block, dict) and block.get("type") == "tool-call" and isinstance(block.get("id"), str):
                 self.calls.setdefault(block["id"], seq)
-                name = block.get("name")
-                if self.declared_tools is not None and (not isinstance(name, str) or name not in self.declared_tools):
-                    self.report("tool-undeclared", f"tool call {block['id']!r} names tool {name!r}, which the "
-                                "request/header in force does not declare", seq=seq, event_type="assistant/message")
+                problem = undeclared_tool_problem(self.declared_tools, block["id"], block.get("name"))
+                if problem is not None:
+                    self.report("tool-undeclared", problem, seq=seq, event_type="assistant/message")
         self._check_content_matches_chunks(data, content, seq, event)
         self.blocks, self.finish_kind = {}, None
 
@@ -404,47 +367,31 @@ class StructureChecker:
                                       event: dict[str, Any] | None) -> None:
         """A completed message's content is exactly the blocks its cited chunks (v2 on: its stream) completed,
         in order."""
-        if (isinstance(data, dict) and data.get("interrupted")) or self.finish_kind not in ("stop", "tool-calls"):
+        if not matches_chunks(bool(isinstance(data, dict) and data.get("interrupted")), self.finish_kind):
             return
         if self.settles:
             blocks = [block for _, block in sorted(self.blocks.items())]
-            if blocks and blocks != content:
-                self.report("message-chunk-mismatch", "assistant/message content differs from the blocks its "
-                            "stream completed: the logged message was edited, or its stream was",
-                            seq=seq, event_type="assistant/message")
-            return
-        sources = (event or {}).get("sourceEventSeqs")
-        if not isinstance(sources, list) or not sources:
-            return
-        facts = seq_facts(sources)   # described once, shared with the schema and provenance checks
-        ordered = sorted(self.blocks.items())
-        if facts.contiguous:         # the usual citation, a run of chunk seqs: no set needed
-            blocks = [block for seq, block in ordered if facts.low <= seq <= facts.high]
         else:
-            try:
-                cited = set(sources)
-            except TypeError:        # unhashable entries (a surface-provenance finding already): skip them
-                cited = {s for s in sources if isinstance(s, int)}
-            blocks = [block for seq, block in ordered if seq in cited]
-        if blocks and blocks != content:
-            self.report("message-chunk-mismatch", "assistant/message content differs from the blocks its cited "
-                        "chunks completed: the logged message was edited, or its chunks were",
-                        seq=seq, event_type="assistant/message")
+            sources = (event or {}).get("sourceEventSeqs")
+            if not isinstance(sources, list) or not sources:
+                return
+            facts = seq_facts(sources)   # described once, shared with the schema and provenance checks
+            blocks = cited_blocks(sorted(self.blocks.items()), sources, facts.low, facts.high, facts.contiguous)
+        if problem := chunk_mismatch_problem(self.settles, blocks, content):
+            self.report("message-chunk-mismatch", problem, seq=seq, event_type="assistant/message")
 
     def _on_tool_result(self, data: Any, seq: int) -> None:
         message = data.get("message") if isinstance(data, dict) else None
-        if isinstance(data, dict) and "error" in data and self.generation.error_needs_flag \
-                and not flags_error(message):
-            self.report("tool-result-error", "tool/result carries error metadata for a result not flagged isError",
-                        seq=seq, event_type="tool/result")
+        if isinstance(data, dict) and "error" in data \
+                and (problem := unflagged_error_problem(self.generation.error_needs_flag, message)):
+            self.report("tool-result-error", problem, seq=seq, event_type="tool/result")
         source = (message or {}).get("source") or {}
         call_id = source.get("callId") if isinstance(source, dict) else None
         if not isinstance(call_id, str):
             return
-        if self.calls.pop(call_id, None) is None:   # answered calls are dropped: memory stays bounded
-            self.report("tool-pairing", f"tool/result for call {call_id!r}, which no unanswered tool call of an "
-                        "assistant message awaits (never made, or answered already)", seq=seq,
-                        event_type="tool/result")
+        # answered calls are dropped: memory stays bounded
+        if problem := tool_pairing_problem(self.calls.pop(call_id, None), call_id):
+            self.report("tool-pairing", problem, seq=seq, event_type="tool/result")
 
     def finish(self, last_seq: int | None) -> None:
         if self.seeded and self.seed_markers == 0:

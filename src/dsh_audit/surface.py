@@ -13,6 +13,19 @@ from bisect import bisect_left, bisect_right
 from typing import Any
 
 from .jsjson import dumps_bytes
+from .rules import (
+    empty_sources_problem,
+    extends,
+    head_append_problem,
+    head_rewrite_problem,
+    later_source_problem,
+    missing_node_problem,
+    reversed_replace_problem,
+    tool_rewrite_problem,
+    tool_rewrite_target_problem,
+    uncited_nodes,
+    uncited_problem,
+)
 from .seqlist import SeqFacts, seq_facts
 
 # Surface types whose message projects to nothing when its content is empty (an empty system head, say).
@@ -42,46 +55,27 @@ class SurfaceError(Exception):
         self.code = code
 
 
-_HEAD_REWRITE = ("surface replace: node 0 holds the system prompt and may be rewritten only by a system/message "
-                 "over exactly that node")
-
-
-def _masked_tool_result(data: Any) -> Any:
-    """A tool/result's data with its result content masked (what a rewrite may change): the first result
-    block's content, or from v4, where the result is a tool-role message, the message content itself."""
-    if not isinstance(data, dict) or not isinstance(data.get("message"), dict):
-        return data
-    message = data["message"]
-    if message.get("role") == "tool":
-        return {**data, "message": {**message, "content": None}}
-    content = message.get("content")
-    first = content[0] if isinstance(content, list) and content and isinstance(content[0], dict) else {}
-    return {**data, "message": {**message, "content": [{**first, "content": None}]}}
-
-
 def check_provenance(event: dict[str, Any], seq: int, shadowed: list[int]) -> None:
     sources = event.get("sourceEventSeqs")
     facts: SeqFacts | None = None
     if sources is not None:
         if not isinstance(sources, list):
             raise SurfaceError(f"sourceEventSeqs on event at seq {seq} must be an array when present")
-        if not sources and event.get("type") != "assistant/message":
-            raise SurfaceError("sourceEventSeqs must not be empty except on assistant/message")
+        if not sources and (problem := empty_sources_problem(event.get("type"))) is not None:
+            raise SurfaceError(problem)
         facts = seq_facts(sources)   # one pass, shared with the schema check: messages cite hundreds of chunks
         if sources and (not facts.all_int or facts.low < 0 or facts.high >= 2**53):
             raise SurfaceError("sourceEventSeqs must densely contain non-negative safe integers")
         if not facts.unique:
             raise SurfaceError("sourceEventSeqs must not contain duplicates")
-        if sources and facts.high >= seq:
-            later = next(source for source in sources if source >= seq)
-            raise SurfaceError(f"sourceEventSeqs must reference earlier events: {later} >= current seq {seq}")
+        if sources and (problem := later_source_problem(sources, facts.high, seq)) is not None:
+            raise SurfaceError(problem)
     if not shadowed:   # an append shadows nothing
         return
-    cited: Any = () if facts is None else range(facts.low, facts.high + 1) if facts.contiguous else set(sources or ())
-    missing = [node for node in shadowed if node not in cited]
-    if missing:
-        raise SurfaceError("surface replace: sourceEventSeqs must include every shadowed surface node; "
-                           f"missing {', '.join(map(str, missing))}")
+    missing = (uncited_nodes(shadowed, None, 0, 0, False) if facts is None
+               else uncited_nodes(shadowed, sources, facts.low, facts.high, facts.contiguous))
+    if problem := uncited_problem(missing):
+        raise SurfaceError(problem)
 
 
 class Surface:
@@ -118,7 +112,7 @@ class Surface:
     def extends(self, count: int) -> bool:
         """Whether the first `count` visible messages are still those they were at the last `settled()`: a
         replace of only what came after them (a tool result rewritten before it was ever sent) extends them."""
-        return len(self.visible) >= count and (self.changed_from is None or self.changed_from >= count)
+        return extends(len(self.visible), self.changed_from, count)
 
     def settled(self) -> None:
         """A request was sent: `extends` now asks about the messages it holds."""
@@ -136,9 +130,8 @@ class Surface:
             if not self.nodes:
                 self.head_is_system = system
                 self.head_message = derive_message(event) if system else None
-            elif system and not self.head_is_system:
-                raise SurfaceError("system/message requires a protected first surface head (a system/message at "
-                                   "node 0)", "system-head")
+            elif system and (problem := head_append_problem(self.head_is_system)):
+                raise SurfaceError(problem, "system-head")
         self._admit(seq, event)
         key = self._next_key
         self._next_key += 1
@@ -167,23 +160,21 @@ class Surface:
         start, end = op["startSeq"], op["endSeq"]
         i = self._position(start)
         if i is None:
-            raise SurfaceError(f"surface replace: start seq {start} not found in surface", "replace-missing-node")
+            raise SurfaceError(missing_node_problem("start", start), "replace-missing-node")
         j = self._position(end)
         if j is None:
-            raise SurfaceError(f"surface replace: end seq {end} not found in surface", "replace-missing-node")
-        if i > j:
-            raise SurfaceError(f"surface replace: start seq {start} (index {i}) is after end seq {end} (index {j})")
+            raise SurfaceError(missing_node_problem("end", end), "replace-missing-node")
+        if problem := reversed_replace_problem(start, i, end, j):
+            raise SurfaceError(problem)
         shadowed = self.nodes[i:j + 1]
         check_provenance(event, seq, shadowed)
-        if self.protect_head and i == 0 and self.head_is_system and (event.get("type") != "system/message" or j):
-            raise SurfaceError(_HEAD_REWRITE, "system-head")
+        if problem := head_rewrite_problem(event.get("type"), i, j, self.head_is_system):
+            raise SurfaceError(problem, "system-head")
         if event.get("type") == "tool/result":
-            if len(shadowed) != 1:
-                raise SurfaceError("tool/result surface replacement must rewrite exactly one current node")
-            if shadowed[0] not in self.tool_results:
-                raise SurfaceError("tool/result surface replacement must target a current tool/result")
-            if _masked_tool_result(self.tool_results[shadowed[0]]) != _masked_tool_result(event.get("data")):
-                raise SurfaceError("tool/result surface replacement may change only content")
+            if problem := tool_rewrite_target_problem(shadowed, self.tool_results):
+                raise SurfaceError(problem)
+            if problem := tool_rewrite_problem(self.tool_results[shadowed[0]], event.get("data")):
+                raise SurfaceError(problem)
         self._admit(seq, event)
         if i == 0 and self.protect_head:
             self.head_is_system = event.get("type") == "system/message"

@@ -26,10 +26,11 @@ from typing import Any
 import msgspec
 import orjson
 
+from .. import rules
 from ..digest_spool import DigestSpool
-from ..fold import Cause, RebuiltRequest, RequestParts, RunningDigest, header_causes
+from ..fold import Cause, RebuiltRequest, RequestParts, RunningDigest, end_seed_cause, header_causes, replace_cause
 from ..generations import Generation
-from ..header import HeaderSnapshot, is_placeholder, same_prompt, snapshot, system_text
+from ..header import HeaderSnapshot, same_prompt, snapshot, system_text
 from ..jsjson import dumps_bytes
 from ..model_calls import Call, StoredMessage, other_call
 from ..readers import packed
@@ -37,13 +38,11 @@ from ..readers.jsonvalue import deeper_than, parse_json
 from ..readers.packed import over_member_cap
 from ..records import RequestDigest
 from ..shape import header_problem
-from ..structure import NEVER_LATE, developer_header_problem, flags_error
-from ..surface import EMPTY_PROJECTS_NOTHING, _masked_tool_result
+from ..surface import EMPTY_PROJECTS_NOTHING
 from .lines import Doubt
 from .types import FLAGS, FastTypes, MessageType, fast_types, seq_run
 
 UNSET = msgspec.UNSET
-MAX_SAFE = 2**53 - 1
 _DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError)
 _ENCODE_INTO = msgspec.json.Encoder().encode_into
 _SCRATCH = bytearray()   # msgspec's writing of the message being proved: only its length is read
@@ -207,8 +206,9 @@ class FastVerifier:
         self.instance_anchored = False
         self.calls: dict[str, int] = {}
         self.pre_dispatch: int | None = None
+        self.pending_kind = ""                     # what logged `pre_dispatch`: request/header or request/context
         self.attempt_open = False
-        self.late = False
+        self.late: tuple[str, int | None] | None = None   # the first late surface event's pending kind and seq
         self.blocks: dict[int, Any] = {}
         self.finish_kind: str | None = None
         self.declared_tools: frozenset[str] | None = None
@@ -383,15 +383,15 @@ class FastVerifier:
             self._usage(chunk.usage)
         # the structural checks
         if self.late:
-            raise Doubt("late surface event")
+            raise Doubt(rules.late_problem(*self.late, self.generation.dispatch))
         self.attempt_open = kind != "finish"
         self.pre_dispatch = None
         if kind == "block-end":
             self.blocks[seq] = chunk.block
         elif kind == "finish":
             self.finish_kind = self.tag(type(chunk.reason))
-        if turn != self.turn or step != self.step:
-            raise Doubt("chunk outside its step")
+        if problem := rules.outside_step_problem("assistant/chunk", turn, step, self.turn, self.step):
+            raise Doubt(problem)
 
     # -- turns and steps ---------------------------------------------------------------------------------------
     def _close(self) -> None:
@@ -403,22 +403,22 @@ class FastVerifier:
 
     def _boundary(self) -> None:
         self.attempt_open = False
-        self.late = False
+        self.late = None
         self.pre_dispatch = None
 
     def _turn_start(self, event: Any, seq: int, line: bytes) -> None:
         self._close()
         self.attempts.clear()
-        if self.turn is not None:
-            raise Doubt("turn/start inside a turn")
+        if problem := rules.turn_start_problem(self.turn):
+            raise Doubt(problem)
         self.turn, self.step = event.data.turn, None
         self.attempt_open = False
-        self.late = False
+        self.late = None
 
     def _turn_end(self, event: Any, seq: int, line: bytes) -> None:
         self._close()
-        if self.turn is None or event.data.turn != self.turn or self.step is not None:
-            raise Doubt("turn/end enclosure")
+        if problem := rules.turn_end_problem(event.data.turn, self.turn) or rules.step_left_open_problem(self.step):
+            raise Doubt(problem)
         self.turn = self.step = None
         self._boundary()
 
@@ -426,8 +426,8 @@ class FastVerifier:
         self._close()
         self.attempts.clear()
         data = event.data
-        if self.turn is None or data.turn != self.turn or self.step is not None:
-            raise Doubt("step/start enclosure")
+        if problem := rules.step_start_turn_problem(data.turn, self.turn) or rules.step_start_step_problem(self.step):
+            raise Doubt(problem)
         self.step = data.step
         self._boundary()
         self.step_seen = True
@@ -435,15 +435,15 @@ class FastVerifier:
     def _step_end(self, event: Any, seq: int, line: bytes) -> None:
         self._close()
         data = event.data
-        if self.step is None or data.turn != self.turn or data.step != self.step:
-            raise Doubt("step/end enclosure")
+        if problem := rules.step_end_problem(data.turn, data.step, self.turn, self.step):
+            raise Doubt(problem)
         self.step = None
         self._boundary()
 
     def _tool_call(self, event: Any, seq: int, line: bytes) -> None:
         data = event.data
-        if data.turn != self.turn or data.step != self.step:
-            raise Doubt("tool/call outside its step")
+        if problem := rules.outside_step_problem("tool/call", data.turn, data.step, self.turn, self.step):
+            raise Doubt(problem)
 
     def _descriptor(self, event: Any, seq: int, line: bytes) -> None:
         if self.generation.descriptor_refused_by and getattr(event.data, "version", None) != 3:
@@ -456,31 +456,21 @@ class FastVerifier:
             raise Doubt("request/header shape")
         data = stored["data"]
         header = data["header"]
-        if self.protect_head and "system" in header:
-            raise Doubt("retired header.system")
+        if problem := rules.retired_system_problem(self.protect_head, header, self.generation.label):
+            raise Doubt(problem)
         # the structural checks
-        reason = data.get("reason")
-        if self.turn is None:
-            raise Doubt("header outside a turn")
-        if not self.instance_anchored:
-            if reason != ("resume" if self.headers_seen else "initial"):
-                raise Doubt("instance anchor")
-            self.instance_anchored = True
-        elif reason == "initial":
-            raise Doubt("second initial header")
+        problem = (rules.header_placement_problem(self.turn)
+                   or rules.anchor_problem(self.instance_anchored, self.headers_seen, data.get("reason")))
+        if problem is not None:
+            raise Doubt(problem)
+        self.instance_anchored = True
         self.headers_seen += 1
         self.header_seqs.add(seq)
         if not self.attempt_open:
-            self.pre_dispatch = seq
-        if any(is_placeholder(header.get(key)) for key in ("system", "tools", "messagePrefix")):
-            raise Doubt("placeholder header")
-        tools = header.get("tools")
-        if tools is None or tools == []:
-            self.declared_tools = frozenset()
-        elif isinstance(tools, list) and all(isinstance(t, dict) and isinstance(t.get("name"), str) for t in tools):
-            self.declared_tools = frozenset(t["name"] for t in tools)
-        else:
-            self.declared_tools = None
+            self.pre_dispatch, self.pending_kind = seq, "request/header"
+        if problem := rules.placeholder_problem(header):
+            raise Doubt(problem)
+        self.declared_tools = rules.declared_tools(header.get("tools"))
         # the fold (dsh_audit.fold.RequestFold._apply_header)
         new = snapshot(seq, data, system=self.header_system, prefix=self.generation.message_prefix)
         if new.message_prefix is not None and new.message_prefix != []:
@@ -490,10 +480,10 @@ class FastVerifier:
 
     def _request_context(self, event: Any, seq: int, line: bytes) -> None:
         if not self.attempt_open:
-            self.pre_dispatch = seq
+            self.pre_dispatch, self.pending_kind = seq, "request/context"
 
     def _end_seed(self, event: Any, seq: int, line: bytes) -> None:
-        self.pending_causes.append(Cause("end-seed", seq, "resume/fork boundary (session/end-seed)"))
+        self.pending_causes.append(end_seed_cause(seq))
         self.instance_anchored = False
         if self.generation.seed_cut == "inherited-end-seed" and getattr(event.data, "inherited", None) is True:
             raise Doubt("inherited end-seed marker")
@@ -501,8 +491,8 @@ class FastVerifier:
     # -- surface events ------------------------------------------------------------------------------------
     def _surface_common(self, kind: str) -> None:
         """What every surface event meets in the structural checks and the migration notes."""
-        if self.pre_dispatch is not None and not self.attempt_open and kind not in NEVER_LATE:
-            self.late = True
+        if self.late is None and rules.is_late(kind, self.pre_dispatch, self.attempt_open):
+            self.late = (self.pending_kind, self.pre_dispatch)
         if not self.step_seen and self.generation.early_surface_refused_by:
             raise Doubt("surface event before the first step (migration note)")
 
@@ -516,27 +506,30 @@ class FastVerifier:
         message, stored = self._message(data.message, "tool/result", 2, line)
         call_id = message.source.callId
         # v4: a tool-role message; until then a user message of one tool-result block (dsh_audit.shape)
-        if (message.toolCallId if self.tool_message else message.content[0].toolCallId) != call_id:
-            raise Doubt("mismatched tool call ids")
+        answered = message.toolCallId if self.tool_message else message.content[0].toolCallId
+        if problem := rules.tool_call_ids_problem(answered, call_id):
+            raise Doubt(problem)
         rewrite = event.surfaceOp != "append"
         if not rewrite:
-            if data.error is not UNSET and self.generation.error_needs_flag \
-                    and not flags_error(orjson.loads(memoryview(stored))):
-                raise Doubt("error result not flagged")
-            if self.calls.pop(call_id, None) is None:
-                raise Doubt("tool result pairing")
+            if data.error is not UNSET and (problem := rules.unflagged_error_problem(
+                    self.generation.error_needs_flag, orjson.loads(memoryview(stored)))):
+                raise Doubt(problem)
+            if problem := rules.tool_pairing_problem(self.calls.pop(call_id, None), call_id):
+                raise Doubt(problem)
         self._surface_common("tool/result")
-        if not rewrite and (data.turn != self.turn or data.step != self.step):
-            raise Doubt("tool/result outside its step")
+        if not rewrite and (problem := rules.outside_step_problem(
+                "tool/result", data.turn, data.step, self.turn, self.step)):
+            raise Doubt(problem)
         self._apply(event, seq, "tool/result", stored, line)
 
     def _system_message(self, event: Any, seq: int, line: bytes) -> None:
         data = event.data
         message, stored = self._message(data.message, "system/message", 2, line)
-        if self.step is None or data.turn != self.turn or data.step != self.step:
-            raise Doubt("system/message outside its step")
-        if is_placeholder(system_text(orjson.loads(memoryview(stored)))):
-            raise Doubt("placeholder system prompt")
+        if problem := rules.step_mismatch_problem("system/message", data.turn, data.step, self.turn, self.step):
+            raise Doubt(problem)
+        prompt = {"system": system_text(orjson.loads(memoryview(stored)))}   # v3 on: scrubbed in the system head
+        if problem := rules.placeholder_problem(prompt):
+            raise Doubt(problem)
         self._surface_common("system/message")
         self._apply(event, seq, "system/message", _projected("system/message", message, stored), line)
 
@@ -550,10 +543,10 @@ class FastVerifier:
         """v4: a tool-change notice, in its step, bound to an earlier header (structure: parsed, it is rare)."""
         data = event.data
         message, stored = self._message(data.message, "developer/message", 2, line)
-        if self.step is None or data.turn != self.turn or data.step != self.step:
-            raise Doubt("developer/message outside its step")
-        if developer_header_problem(orjson.loads(line)["data"], self.header_seqs) is not None:
-            raise Doubt("developer/message headerSeq")
+        problem = (rules.step_mismatch_problem("developer/message", data.turn, data.step, self.turn, self.step)
+                   or rules.developer_header_problem(orjson.loads(line)["data"], self.header_seqs))
+        if problem is not None:
+            raise Doubt(problem)
         self._surface_common("developer/message")
         self._apply(event, seq, "developer/message", _projected("developer/message", message, stored), line)
 
@@ -576,7 +569,7 @@ class FastVerifier:
         self._close()
         # the structural checks
         if self.late:
-            raise Doubt("late surface event")
+            raise Doubt(rules.late_problem(*self.late, self.generation.dispatch))
         self.attempt_open = False
         self.pre_dispatch = None
         if self.settles:
@@ -588,15 +581,15 @@ class FastVerifier:
         for block in content:
             if type(block) in tool_calls:
                 self.calls.setdefault(block.id, seq)
-                if declared is not None and block.name not in declared:
-                    raise Doubt("undeclared tool")
-        if data.interrupted is UNSET and self.finish_kind in ("stop", "tool-calls"):
+                if problem := rules.undeclared_tool_problem(declared, block.id, block.name):
+                    raise Doubt(problem)
+        if rules.matches_chunks(data.interrupted is not UNSET, self.finish_kind):
             self._match_blocks(event, content)
         self.blocks, self.finish_kind = {}, None
         if not self.step_seen and self.generation.early_surface_refused_by:
             raise Doubt("surface event before the first step (migration note)")
-        if key != (self.turn, self.step):
-            raise Doubt("assistant/message outside its step")
+        if problem := rules.outside_step_problem("assistant/message", data.turn, data.step, self.turn, self.step):
+            raise Doubt(problem)
 
     def _match_blocks(self, event: Any, content: list[Any]) -> None:
         ordered = sorted(self.blocks.items())
@@ -606,14 +599,9 @@ class FastVerifier:
             sources = event.sourceEventSeqs
             if sources is UNSET or not sources:
                 return
-            low, high, contiguous = seq_run(sources)
-            if contiguous:
-                blocks = [block for seq, block in ordered if low <= seq <= high]
-            else:
-                cited = set(sources)
-                blocks = [block for seq, block in ordered if seq in cited]
-        if blocks and blocks != content:
-            raise Doubt("message differs from its chunks")
+            blocks = rules.cited_blocks(ordered, sources, *seq_run(sources))
+        if problem := rules.chunk_mismatch_problem(self.settles, blocks, content):
+            raise Doubt(problem)
 
     def _stream_blocks(self, stream: Any) -> None:
         """v2 on: an embedded stream's packed records and the blocks it completed (structure._check_stream and
@@ -631,11 +619,8 @@ class FastVerifier:
                     finish = self.tag(type(chunk.reason))
             else:
                 members = record.args if tag == "tool-call-chunks" else record.texts
-                gaps = record.dt
-                if len(gaps) != len(members) - 1:
-                    raise Doubt("stream record gaps")
-                if gaps and not -MAX_SAFE <= record.time0 + sum(gaps) <= MAX_SAFE:
-                    raise Doubt("stream record times")
+                if problem := rules.packed_record_problem(tag, len(members), record.dt, record.time0):
+                    raise Doubt(problem)
         self.blocks = dict(enumerate(blocks))
         self.finish_kind = finish
 
@@ -647,13 +632,13 @@ class FastVerifier:
             self._answered(data, seq, line, None)
         self._close()
         if self.late:
-            raise Doubt("late surface event")
+            raise Doubt(rules.late_problem(*self.late, self.generation.dispatch))
         self._stream_blocks(data.stream)
         self.blocks, self.finish_kind = {}, None   # an attempt's stream is checked, not matched against a message
         self.attempt_open = False
         self.pre_dispatch = None
-        if self.step is None or key != (self.turn, self.step):
-            raise Doubt("assistant/attempt outside its step")
+        if problem := rules.step_mismatch_problem("assistant/attempt", data.turn, data.step, self.turn, self.step):
+            raise Doubt(problem)
 
     # -- the surface (dsh_audit.surface.Surface) -----------------------------------------------------------
     def _apply(self, event: Any, seq: int, kind: str, message: Any, line: bytes) -> None:
@@ -664,19 +649,19 @@ class FastVerifier:
         facts = None
         if sources is not UNSET:
             if not sources:
-                if kind != "assistant/message":
-                    raise Doubt("empty sourceEventSeqs")
+                if problem := rules.empty_sources_problem(kind):
+                    raise Doubt(problem)
             else:
                 facts = seq_run(sources)
-                if facts[1] >= seq:
-                    raise Doubt("sourceEventSeqs cite a later event")
+                if problem := rules.later_source_problem(sources, facts[1], seq):
+                    raise Doubt(problem)
         if op == "append":
             if self.protect_head:
                 system = kind == "system/message"
                 if not self.nodes:
                     self.head_is_system = system
-                elif system and not self.head_is_system:
-                    raise Doubt("system head")
+                elif system and (problem := rules.head_append_problem(self.head_is_system)):
+                    raise Doubt(problem)
             self.nodes.append(seq)
             self.messages[seq] = message
             if kind == "tool/result":
@@ -692,30 +677,27 @@ class FastVerifier:
         if self.replace_work > REPLACE_WORK_PER_EVENT * seq + REPLACE_WORK_FLOOR:
             raise Doubt("replace-heavy log: the full verifier's surface is linear in it")
         try:
-            i, j = nodes.index(start), nodes.index(end)
+            i = nodes.index(start)
         except ValueError:
-            raise Doubt("replace names a missing node") from None
-        if i > j:
-            raise Doubt("replace range reversed")
+            raise Doubt(rules.missing_node_problem("start", start)) from None
+        try:
+            j = nodes.index(end)
+        except ValueError:
+            raise Doubt(rules.missing_node_problem("end", end)) from None
+        if problem := rules.reversed_replace_problem(start, i, end, j):
+            raise Doubt(problem)
         shadowed = nodes[i:j + 1]
-        if facts is None:
-            raise Doubt("replace without provenance")
-        low, high, contiguous = facts
-        if contiguous:
-            if not all(low <= node <= high for node in shadowed):
-                raise Doubt("replace provenance")
-        else:
-            cited = set(sources)
-            if any(node not in cited for node in shadowed):
-                raise Doubt("replace provenance")
-        if self.protect_head and i == 0 and self.head_is_system and (kind != "system/message" or j):
-            raise Doubt("system head rewrite")
+        missing = (rules.uncited_nodes(shadowed, None, 0, 0, False) if facts is None
+                   else rules.uncited_nodes(shadowed, sources, *facts))
+        problem = rules.uncited_problem(missing) or rules.head_rewrite_problem(kind, i, j, self.head_is_system)
+        if problem is not None:
+            raise Doubt(problem)
         if kind == "tool/result":
-            if len(shadowed) != 1 or shadowed[0] not in self.tool_lines:
-                raise Doubt("tool/result rewrite target")
+            if problem := rules.tool_rewrite_target_problem(shadowed, self.tool_lines):
+                raise Doubt(problem)
             before = orjson.loads(self.tool_lines[shadowed[0]])["data"]
-            if _masked_tool_result(before) != _masked_tool_result(orjson.loads(line)["data"]):
-                raise Doubt("tool/result rewrite changes more than content")
+            if problem := rules.tool_rewrite_problem(before, orjson.loads(line)["data"]):
+                raise Doubt(problem)
             self.tool_lines[seq] = line
         messages = self.messages
         if message is not None or any(messages[node] is not None for node in shadowed):   # (surface.Surface)
@@ -730,9 +712,7 @@ class FastVerifier:
             self.tool_lines.pop(node, None)
         self.surface_generation += 1
         self.visible = [m for m in (self.messages[node] for node in nodes) if m is not None]
-        what = "system-change" if kind == "system/message" else "replace"
-        self.pending_causes.append(Cause(what, seq, f"{kind} replaced surface nodes {shadowed[0]}..{shadowed[-1]} "
-                                                    f"({len(shadowed)} node(s))"))
+        self.pending_causes.append(replace_cause(kind, seq, shadowed))
 
     # -- dispatch (dsh_audit.fold.RequestFold._dispatch, _digest, _attribute) -----------------------------------
     def _dispatch(self, step: tuple[int, int], seq: int, bound: str, kind: str, time: Any, *,
@@ -756,12 +736,11 @@ class FastVerifier:
         first = self.request_count == 0
         previous = self.previous_header
         same_header = same_prompt(header, previous)
-        grew = len(self.visible) >= self.previous_count and (self.changed_from is None
-                                                             or self.changed_from >= self.previous_count)
-        request.extends_previous = not first and same_header and grew
+        request.extends_previous = (not first and same_header
+                                    and rules.extends(len(self.visible), self.changed_from, self.previous_count))
         request.causes = causes
-        if not first and not request.extends_previous and not any(c.kind != "initial" for c in causes):
-            raise Doubt("prefix break")
+        if problem := rules.prefix_break_problem(first, request.extends_previous, causes):
+            raise Doubt(problem)
         if self.keep_requests and self.model_calls is None:   # its digest is complete: kept as it is
             self.requests.append(RequestDigest.of(request))
         self.previous_header = header
