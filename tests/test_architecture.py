@@ -21,8 +21,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "dsh_audit"
 CORE = frozenset({
     "admission", "checks", "deepseek_wire", "digest_spool", "errors", "fastcheck", "fastpath", "finding_codes",
     "findings", "fold", "generations", "header", "jsjson", "lazy", "legacy", "model_calls", "reconstruct",
-    "records", "seqlist", "shape", "stopping", "structure", "successors", "surface", "text", "tokens", "upcast",
-    "verify", "vocabulary", "walker",
+    "records", "rules", "seqlist", "shape", "stopping", "structure", "successors", "surface", "text", "tokens",
+    "upcast", "verify", "vocabulary", "walker",
 })
 # What a reader may know of the rest: the errors it raises, the records it yields, the generations it names and
 # the schemas' list of them (vocabulary: a header naming an unlisted generation is refused as the reader opens it).
