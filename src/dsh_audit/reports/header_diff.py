@@ -404,7 +404,8 @@ class Run:
     parents: list[tuple[int, str] | None]
     seeds: list[set[int]]
     watch: list[set[str]]
-    points: dict[int, ForkPoints] = field(default_factory=dict)
+    points: dict[int, ForkPoints] = field(default_factory=dict)   # of the logs walked
+    forked: set[int] = field(default_factory=set)   # the logs a child names as its parent
 
     @classmethod
     def of(cls, members: list[LogHeaders]) -> Run:
@@ -414,12 +415,17 @@ class Run:
             found = find_parent(child, members)
             run.parents.append(None if found is None else (index[id(found[0])], found[1]))
             if found is not None:
+                run.forked.add(index[id(found[0])])
                 seed = _seed(child)
                 if seed is not None:
                     run.seeds[index[id(found[0])]].add(seed)
                 else:
                     run.watch[index[id(found[0])]].add(child.session_id)
         return run
+
+    def left(self, k: int, points: ForkPoints) -> None:
+        """Log `k` walked, leaving `points`; kept only for its children (a snapshot holds a whole header)."""
+        self.points[k] = points if k in self.forked else ForkPoints()
 
     def order(self, k: int) -> list[int]:
         """Log `k` and its ancestors not walked yet (up to a walked one, a root or a cycle), parents first."""
@@ -455,7 +461,7 @@ def _run_rows(members: list[LogHeaders], unreadable: list[Unreadable]) -> list[d
         for j in run.order(k):
             rows[j] = []
             try:
-                run.points[j] = _walk(members[j], run.start(j), seeds=run.seeds[j], watch=run.watch[j], rows=rows[j])
+                run.left(j, _walk(members[j], run.start(j), seeds=run.seeds[j], watch=run.watch[j], rows=rows[j]))
             except DshAuditError as error:
                 rows[j], run.points[j] = [], ForkPoints()
                 unreadable.append(Unreadable(members[j].label, str(error)))
