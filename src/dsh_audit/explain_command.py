@@ -19,7 +19,6 @@ from .text import printable
 
 if TYPE_CHECKING:
     from .explain import Explanation
-    from .records import LogSource
 
 VERDICT_STYLES: dict[str, dict[str, Any]] = {"healthy": {"fg": "green"}, "cross-session-read": {"fg": "cyan"},
                                              "collapse": {"fg": "red"}, "unexplained-collapse": {"fg": "red",
@@ -103,19 +102,13 @@ def explain(log: Path | None, request: str | None, session: str | None, fmt: str
     # the tokenizer and polars are imported here, not above: `audit explain --help` starts without them
     from .explain import explain_request
     from .readers import open_logs
-    from .readers.discover import split_selector
-    from .readers.stream import is_stream
 
     path = chosen_log(log, session)
     sources = list(open_logs(path))
     if len(sources) != 1:   # a store of several sessions (or none): which one is not for us to guess
         raise DshAuditError(f"holds {len(sources)} sessions; name one as {path}#SESSION_ID", path=str(path))
     [source] = sources
-
-    def again() -> LogSource:   # a store's session too, which has no `reopen` of its own
-        return next(other for other in open_logs(path) if other.label == source.label)
-
-    explanation = explain_request(source, *wanted, again=None if is_stream(split_selector(path)[0]) else again)
+    explanation = explain_request(source, *wanted)
     if fmt == "json":
         click.echo(printable(json.dumps({"log": source.label, **asdict(explanation)}, indent=2, ensure_ascii=False)))
     else:

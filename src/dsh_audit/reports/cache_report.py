@@ -350,7 +350,12 @@ class _LogRows:
 def log_rows(source: LogSource, options: CacheOptions, real: RealHeader | None = None) -> list[dict[str, Any]]:
     """The judged call rows of one log, in log order (`real`: content for scrubbed headers, default the
     options'); the block is the options' or measured from this log alone."""
-    frame = _log_frame(source, options, real if real is not None else RealHeader(options.system, options.tools))
+    return judged_rows(_log_frame(source, options, real if real is not None else RealHeader(options.system,
+                                                                                         options.tools)), options)
+
+
+def judged_rows(frame: pl.DataFrame, options: CacheOptions) -> list[dict[str, Any]]:
+    """One log's unjudged rows (calls_frame) judged by the options' block, else by the log's own."""
     return judge(with_block(frame, options)[0], options.collapse_ratio).to_dicts()
 
 
