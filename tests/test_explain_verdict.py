@@ -115,7 +115,7 @@ def test_an_unexplained_collapse_where_the_prompt_extends_is_the_provider_s_own_
 
 
 def test_explain_gives_the_verdict_on_a_session_of_a_sqlite_store(tmp_path: Path) -> None:
-    """A store's session cannot reopen itself: explain opens the store again for cache-report's pass."""
+    """A store's session, which cannot reopen itself, has its verdict: explain takes it from its one walk."""
     store = f"{build_store(tmp_path / 'store.db')}#s-1"
     rows = request_rows(Path(store))
     assert len(rows) == 3
@@ -141,3 +141,20 @@ def test_a_collapse_after_a_change_of_request_options_alone_is_unexplained_in_bo
     assert code == 1
     assert out.splitlines()[1] == verdict(row).text
     assert "logged: seq 22 request/header (options-change: change: config.temperature)" in out
+
+
+def test_explain_reads_the_log_once_and_gives_the_verdict_on_standard_input_too(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One walk gives the explanation and cache-report's rows for its verdict: the file is opened once, its events
+    streamed once; a log on standard input, which can be read only once, has the same verdict as the file."""
+    from test_one_walk import Reads
+
+    path = collapsing_log(tmp_path)
+    reads = Reads(monkeypatch)
+    filed = CliRunner().invoke(main, ["explain", str(path), "5.1", "--format", "json"])
+    assert (reads.opened, reads.streamed) == ({str(path): 1}, {str(path): 1})
+    piped = CliRunner().invoke(main, ["explain", "-", "5.1", "--format", "json"], input=path.read_bytes())
+    assert piped.exit_code == filed.exit_code, piped.output
+    from_file, from_pipe = json.loads(filed.stdout), json.loads(piped.stdout)
+    assert from_pipe["cache"] == from_file["cache"] and from_pipe["cache"]["kind"] == "unexplained-collapse"
+    assert {**from_pipe, "log": None} == {**from_file, "log": None}

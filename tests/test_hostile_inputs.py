@@ -282,10 +282,13 @@ def test_stdin_from_a_file_redirect_and_empty_stdin(tmp_path: Path) -> None:
     one_line_error(audit("verify", "-", stdin=b""), 2, "<stdin>", "empty log")
 
 
-def test_stdin_read_twice_is_refused_not_read_as_empty(tmp_path: Path) -> None:
+def test_report_reads_stdin_once_as_it_reads_the_file(tmp_path: Path) -> None:
+    """The page's three parts come from one walk of each log, so a log on standard input is read like the file."""
     run = audit("report", "-", "-o", str(tmp_path / "r.html"), stdin=SAMPLE.read_bytes())
-    one_line_error(run, 2, "<stdin>: already read")
-    assert not (tmp_path / "r.html").exists()
+    filed = audit("report", str(SAMPLE), "-o", str(tmp_path / "f.html"))
+    assert run.code == filed.code == 0 and "Traceback" not in run.text, run.text
+    summary = "1 session log(s), 3 request(s), 0 collapse(s), cost $0.000018\n"
+    assert run.out.split(": ", 1)[1] == filed.out.split(": ", 1)[1] == summary, run.out
 
 
 def test_a_sqlite_store_on_stdin_is_refused(tmp_path: Path) -> None:
@@ -316,7 +319,14 @@ def test_a_named_pipe_is_read_once_without_hanging(tmp_path: Path) -> None:
     writer = _fifo_writer(fifo, SAMPLE.read_bytes())
     run = audit("report", str(fifo), "-o", str(tmp_path / "r.html"), timeout=60)
     writer.join(10)
-    one_line_error(run, 2, f"{fifo}: already read")
+    assert run.code == 0 and "1 session log(s), 3 request(s)" in run.out, run.text
+    again = tmp_path / "again.jsonl"   # the same pipe by another name: refused, never read as empty
+    again.symlink_to(fifo)
+    writer = _fifo_writer(fifo, SAMPLE.read_bytes())
+    run = audit("verify", str(fifo), str(again), timeout=60)
+    writer.join(10)
+    assert run.code == 2 and f"ok         {fifo}  (v0, 31 events, 3 requests)" in run.out, run.text
+    assert "UNREADABLE" in run.out and "already read: a pipe can be read only once" in run.out, run.text
 
 
 def test_a_directory_walk_never_opens_a_pipe(tmp_path: Path) -> None:

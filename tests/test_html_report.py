@@ -366,18 +366,21 @@ def test_help_names_examples_and_exit_codes() -> None:
 
 
 def test_the_figures_are_cache_reports_with_its_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from dsh_audit.reports import cache_report
+    from dsh_audit.reports import one_walk
 
-    asked: list[CacheOptions] = []
-    build = cache_report.build_cache_report
+    read: list[one_walk.PageParts] = []
+    read_once = one_walk.read_once
 
-    def spy(paths: Any, options: CacheOptions, **kwargs: Any) -> Any:
-        asked.append(options)
-        return build(paths, options, **kwargs)
+    def spy(*args: Any, **kwargs: Any) -> one_walk.PageParts:
+        read.append(read_once(*args, **kwargs))
+        return read[-1]
 
-    monkeypatch.setattr(cache_report, "build_cache_report", spy)
-    write_report(tmp_path, collapsing_log(tmp_path), name="plain.html")
-    assert asked == [CacheOptions()]
+    monkeypatch.setattr(one_walk, "read_once", spy)
+    log = collapsing_log(tmp_path)
+    write_report(tmp_path, log, name="plain.html")
+    expected = build_cache_report([log], CacheOptions())
+    [parts] = read
+    assert all(parts.cache.rows(kind).equals(expected.rows(kind)) for kind in ("requests", "logs", "totals"))
 
 
 def test_a_home_with_unreadable_sessions_names_them_on_the_page(chromium: None, tmp_path: Path) -> None:

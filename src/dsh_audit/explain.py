@@ -24,16 +24,18 @@ from typing import Any
 
 from .deepseek_wire import WireBody, to_wire_body, wire_history_message, wire_prompt_text
 from .errors import DshAuditError
+from .findings import Finding
 from .fold import Cause, RebuiltRequest
 from .jsjson import dumps_bytes
-from .model_calls import SideCalls
+from .model_calls import Call, SideCalls
 from .records import LogSource
-from .reports.cache_report import UNEXPLAINED, CacheOptions, log_rows
+from .reports.cache_report import UNEXPLAINED, CacheOptions, CallTaker, calls_frame, judged_rows
+from .reports.prediction import RealHeader
 from .reports.verdict import Verdict, verdict
 from .surface import derive_message
 from .text import head, is_boundary, tail
 from .tokens import common_prefix_length, token_ids
-from .walker import Walker
+from .walker import Walked, Walker
 
 EXCERPT = 40   # characters shown each side of a divergence
 # The providers DeepSeek's adapter serves, as logs name them; another provider's wire body is not mirrored.
@@ -139,33 +141,65 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def explain_request(source: LogSource, turn: int, step: int, attempt: int | None, *,
-                    again: Callable[[], LogSource] | None = None) -> Explanation:
-    """Explain request turn.step#attempt (the step's first attempt when None) of one log. `again` opens the log
-    afresh for cache-report's pass (default: the source's own `reopen`; none, no verdict: standard input)."""
+def explain_request(source: LogSource, turn: int, step: int, attempt: int | None) -> Explanation:
+    """Explain request turn.step#attempt (the step's first attempt when None) of one log, in one walk of it that
+    also takes cache-report's calls (reports.cache_report.CallTaker) for its verdict: the walk goes on to the end
+    of the log, whose reads measure the block the request is judged by, but builds no request body past the one
+    explained."""
     previous: tuple[RebuiltRequest, Any | None] | None = None
     answer = _Answer()
     sides, since = SideCalls(), []   # the product's own calls since the predecessor (model_calls.side_call)
-    walker = Walker(source, bodies=True, on_finding=sides.noted)
-    for walked in walker:
+    calls = CallTaker(source.label)
+
+    def noted(finding: Finding) -> None:
+        sides.noted(finding)
+        calls.noted(finding)
+
+    walker = Walker(source, bodies=True, parts=True, on_finding=noted)
+    calls.cut = walker.fold.seed_cut
+    explained: Explanation | None = None
+    refused: DshAuditError | None = None   # a number cache-report's rows cannot hold: raised once explained
+
+    def steps() -> Iterator[Call]:
+        nonlocal explained, refused
+        for walked in walker:
+            if explained is None:
+                explained = explain_step(walked)
+            if refused is None:
+                try:
+                    yield from calls.take(walked)
+                except DshAuditError as error:
+                    refused = error
+
+    def explain_step(walked: Walked) -> Explanation | None:
+        nonlocal previous, answer, since
         if (side := sides.of(walked.record)) is not None:
             since.append(side.seq)
         event = walked.event or {}
         answer.observe(event)
         request = walked.closed
         if request is None:
-            continue
+            return None
         if (request.turn, request.step) == (turn, step) and attempt in (None, request.attempt):
             explanation = _explain(request, previous)
             explanation.side_calls = since
-            return _with_usage(explanation, again or source.reopen)
+            walker.fold.bodies = False   # no later request is compared
+            return explanation
         logged = derive_message(event) if event.get("type") == "assistant/message" else None
         generated = {**logged, "content": answer.blocks} if isinstance(logged, dict) and answer.blocks else logged
         previous = (request, generated if logged is not None else None)
         answer, since = _Answer(), []
-    wanted = f"{turn}.{step}" + (f"#{attempt}" if attempt is not None else "")
-    raise DshAuditError(f"no request {wanted} in this log (audit rebuild --format digest lists them)",
-                        path=source.label)
+        return None
+
+    options = CacheOptions()
+    frame = calls_frame(source, options, RealHeader(options.system, options.tools), steps())
+    if explained is None:
+        wanted = f"{turn}.{step}" + (f"#{attempt}" if attempt is not None else "")
+        raise DshAuditError(f"no request {wanted} in this log (audit rebuild --format digest lists them)",
+                            path=source.label)
+    if refused is not None:
+        raise refused
+    return _with_usage(explained, judged_rows(frame, options))
 
 
 # Why a collapse where the prompt extends what was cached, and no event was logged, is the provider's own.
@@ -174,13 +208,10 @@ PROVIDER_OWN = ("the prompt extends what was cached, so a collapse here is the p
                 "resume logged before it")
 
 
-def _with_usage(explanation: Explanation, again: Callable[[], LogSource] | None) -> Explanation:
-    """The explanation with cache-report's verdict on the request (its row of `cache-report LOG`), read in a
-    second pass; none where the log cannot be read twice (standard input)."""
-    if again is None:
-        return explanation
-    rows = (row for row in log_rows(again(), CacheOptions()) if row["kind"] == "request")
-    row = next((row for row in rows if f"{row['turn']}.{row['step']}#{row['attempt']}" == explanation.name), None)
+def _with_usage(explanation: Explanation, rows: list[dict[str, Any]]) -> Explanation:
+    """The explanation with cache-report's verdict on the request (its row of `cache-report LOG`)."""
+    row = next((row for row in rows if row["kind"] == "request"
+                and f"{row['turn']}.{row['step']}#{row['attempt']}" == explanation.name), None)
     explanation.cache = None if row is None else verdict(row)
     # No divergence, and no logged event cache-report takes as a cause (a change of request options is none).
     if explanation.divergence is None and row is not None and row["cause"] == UNEXPLAINED:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import os
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -117,21 +117,16 @@ def verify_source(source: LogSource, *, message_prefix: str = "legacy", keep_req
 
 def _verify_source(source: LogSource, message_prefix: str, keep_requests: bool,
                    allow_events: tuple[str, ...]) -> LogReport:
-    generation = source.generation
-    report = LogReport(label=source.label, generation=generation.version, keep_requests=keep_requests)
+    report = LogReport(label=source.label, generation=source.generation.version, keep_requests=keep_requests)
     decided = fastpath.fast_verify(source, message_prefix=message_prefix, keep_requests=keep_requests)
     if decided is not None:   # no finding at all; otherwise the full verifier below reads the log and words them
         report.fast_path, report.events, report.request_count = True, decided.events, decided.request_count
         report.requests = decided.requests
         return report
-    for violation in validate_header(source.header, generation.version):
-        report.note(Finding("schema", f"session header {violation.pointer or '/'}: {violation.message}",
-                                line=source.header_line, log=source.label))
+    check_header(source, report)
     walker = None
     try:
-        allow = allowing(allow_events)
-        walker = Walker(source, message_prefix=message_prefix,
-                        on_finding=(lambda finding: report.note(allow(finding))) if allow_events else report.note,
+        walker = Walker(source, message_prefix=message_prefix, on_finding=noting(report, allow_events),
                         checks=walk_checks())
         for walked in walker:
             if walked.closed is not None:
@@ -141,6 +136,27 @@ def _verify_source(source: LogSource, message_prefix: str, keep_requests: bool,
         report.events = walker.events if walker is not None else 0
         return report
     report.events = walker.events
+    check_end(source, report)
+    return report
+
+
+def check_header(source: LogSource, report: LogReport) -> None:
+    """The full verifier's findings before the walk: the session header against its generation's schema."""
+    for violation in validate_header(source.header, source.generation.version):
+        report.note(Finding("schema", f"session header {violation.pointer or '/'}: {violation.message}",
+                                line=source.header_line, log=source.label))
+
+
+def noting(report: LogReport, allow_events: tuple[str, ...]) -> Callable[[Finding], None]:
+    """Where the walk's findings go: into `report`, allowed events' warnings as notes (findings.allowing)."""
+    if not allow_events:
+        return report.note
+    allow = allowing(allow_events)
+    return lambda finding: report.note(allow(finding))
+
+
+def check_end(source: LogSource, report: LogReport) -> None:
+    """The full verifier's findings once the walk has read the whole log: a torn tail, no event at all."""
     if source.torn_tail is not None:
         tail = source.torn_tail
         what = (f"dropped torn final line {tail.line} ({tail.dropped_bytes} bytes)" if tail.dropped_bytes
@@ -150,7 +166,6 @@ def _verify_source(source: LogSource, message_prefix: str, keep_requests: bool,
     if report.events == 0:
         report.note(Finding("empty-log", "the log has a header but no events", severity="warning",
                                 log=source.label))
-    return report
 
 
 def verify_path(path: Path, found_in: Path | None = None, *, message_prefix: str = "legacy",

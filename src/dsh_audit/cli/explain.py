@@ -16,7 +16,6 @@ from .options import COLOR_OPTION, SESSION_OPTION, chosen_log, format_option, pa
 
 if TYPE_CHECKING:
     from ..explain import Explanation
-    from ..records import LogSource
 
 
 def unexplained(explanation: Explanation) -> bool:
@@ -49,8 +48,6 @@ def explain(log: Path | None, request: str | None, session: str | None, fmt: str
     # the tokenizer and polars are imported here, not above: `audit explain --help` starts without them
     from ..explain import explain_request, explanation_document
     from ..readers import open_logs
-    from ..readers.discover import split_selector
-    from ..readers.stream import is_stream
     from ..sinks import print_json, show
 
     path = chosen_log(log, session)
@@ -58,11 +55,7 @@ def explain(log: Path | None, request: str | None, session: str | None, fmt: str
     if len(sources) != 1:   # a store of several sessions (or none): which one is not for us to guess
         raise DshAuditError(f"holds {len(sources)} sessions; name one as {path}#SESSION_ID", path=str(path))
     [source] = sources
-
-    def again() -> LogSource:   # a store's session too, which has no `reopen` of its own
-        return next(other for other in open_logs(path) if other.label == source.label)
-
-    explanation = explain_request(source, *wanted, again=None if is_stream(split_selector(path)[0]) else again)
+    explanation = explain_request(source, *wanted)
     if fmt == "json":
         print_json(explanation_document(source.label, explanation))
     else:

@@ -53,25 +53,20 @@ def report(logs: tuple[Path, ...], session: str | None, out: Path, all_generatio
     where (cwd) each started, sortable by any column (over 25, only the 25 worst drawn). The figures are
     cache-report's, with its defaults; verify's findings allow events as verify does."""
     from ..findings import allowed_events
-    from ..readers.home import session_origins
-    from ..reports.cache_report import CacheOptions, build_cache_report
-    from ..reports.header_diff import build_header_diff
-    from ..reports.html import render_report, verify_findings
-    from ..verify import verify_paths
+    from ..reports.html import render_report
+    from ..reports.one_walk import read_once
 
     allowed = allowed_events(allow_events)   # before the work: a bad pattern is bad usage
     selection = chosen_paths(logs, session)
     paths, older = selection.paths, selection.superseded
     check_output(out, inputs=selection.inputs, what="the report")   # before the work
     # The cyclic collector stays on: paused over a whole home, each log's cycles were kept to the end (0.5 MB a
-    # log: 1 GB over 1,000 small sessions). verify_paths pauses it for each log it reads.
-    cache = build_cache_report(paths, CacheOptions(), all_generations=all_generations, superseded=older)
-    headers = build_header_diff(paths, all_generations=all_generations, unreadable=[], superseded=older)
-    findings = verify_findings(verify_paths(paths, keep_requests=False, all_generations=all_generations,
-                                            superseded=older, allow_events=allowed))
-    origins = session_origins(cache.logs["log"].to_list())
-    document = render_report(cache, headers, findings, inputs=[str(p) for p in paths], unreadable=cache.unreadable,
-                             overview=cache.logs.height > 1 or any(p.is_dir() for p in paths), origins=origins,
+    # log: 1 GB over 1,000 small sessions). read_once pauses it for each log it reads.
+    parts = read_once(paths, all_generations=all_generations, superseded=older, allow_events=allowed)
+    cache = parts.cache
+    document = render_report(cache, parts.headers, parts.findings, inputs=[str(p) for p in paths],
+                             unreadable=cache.unreadable,
+                             overview=cache.logs.height > 1 or any(p.is_dir() for p in paths), origins=parts.origins,
                              generator=_generator())
     size = write_output(out, document, inputs=selection.inputs, what="the report")   # never half a report
     totals = cache.totals.to_dicts()[0]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -285,26 +285,34 @@ def read_each(paths: Iterable[str | os.PathLike[str]], read: Callable[[Path, Pat
     then. Only when nothing at all could be read is the first of them raised."""
     discovery = discover_logs(paths, all_generations=all_generations, superseded=superseded)
     failures: list[tuple[Unreadable, DshAuditError]] = []
-
-    def failed(label: Path, error: DshAuditError) -> None:
-        failures.append((Unreadable(str(label), str(error)), error))
-
-    for folder, why in sorted(discovery.unlisted.items()):
-        failed(folder, LogReadError(why, path=str(folder)))
-    for link, why in sorted(discovery.links.items()):
-        failed(link, LogReadError(why, path=str(link)))
-    for directory in discovery.empty:
-        failed(directory, LogReadError(no_log_below(directory, discovery), path=str(directory)))
     results: list[T] = []
+    for label, error in each_read(discovery, lambda file, found_in: results.append(read(file, found_in))):
+        if error is not None:
+            failures.append((Unreadable(str(label), str(error)), error))
+    if failures and not results:
+        raise failures[0][1]
+    return results, [unreadable for unreadable, _ in failures], skipped_generations(discovery)
+
+
+def each_read(discovery: Discovery, read: Callable[[Path, Path | None], None]
+              ) -> Iterator[tuple[Path, DshAuditError | None]]:
+    """What read_each reads, in its order: each folder that could not be listed, link with a log's name and
+    directory with no log, with the error that names it; then `read(file, found_in)` of each file, with None or
+    the error it raised (an OSError as a LogReadError)."""
+    for folder, why in sorted(discovery.unlisted.items()):
+        yield folder, LogReadError(why, path=str(folder))
+    for link, why in sorted(discovery.links.items()):
+        yield link, LogReadError(why, path=str(link))
+    for directory in discovery.empty:
+        yield directory, LogReadError(no_log_below(directory, discovery), path=str(directory))
     for file in discovery.files:
         try:
             if file in discovery.ambiguous:
                 raise LogReadError(discovery.ambiguous[file], path=str(file))
-            results.append(read(file, discovery.found_in.get(file)))
+            read(file, discovery.found_in.get(file))
         except DshAuditError as error:
-            failed(file, error)
+            yield file, error
         except OSError as error:   # a log the walk listed but cannot open now (its permissions, a race)
-            failed(file, LogReadError(f"cannot read: {error.strerror or error}", path=str(file)))
-    if failures and not results:
-        raise failures[0][1]
-    return results, [unreadable for unreadable, _ in failures], skipped_generations(discovery)
+            yield file, LogReadError(f"cannot read: {error.strerror or error}", path=str(file))
+        else:
+            yield file, None

@@ -21,10 +21,9 @@ from pathlib import Path
 
 from dsh_audit.errors import DshAuditError, LogReadError
 from dsh_audit.generations import parse_log_name
-from dsh_audit.readers import open_log, open_logs
+from dsh_audit.readers import open_logs
 from dsh_audit.readers.discover import Skipped, Unreadable, discover_logs
 from dsh_audit.readers.found import refused_link
-from dsh_audit.readers.stream import is_stream
 from dsh_audit.records import LogSource
 
 HOME_ENV = "DSH_HOME"
@@ -211,22 +210,11 @@ class SessionOrigin:
     cwd: str | None
 
 
-def session_origins(labels: Iterable[str]) -> dict[str, SessionOrigin]:
-    """The header facts of logs already read (labels as the reports give them), each reopened for its header
-    alone. A log read once from a pipe, or that cannot be opened again, is left out."""
-    origins: dict[str, SessionOrigin] = {}
-    for label in labels:
-        if is_stream(Path(label.partition("#")[0])):
-            continue
-        try:
-            source = open_log(label)
-        except (DshAuditError, OSError):
-            continue
-        created = source.header.get("createdAt")
-        origins[label] = SessionOrigin(created if isinstance(created, int) and not isinstance(created, bool)
-                                       else None, _text(source.header.get("cwd")))
-        source.close()
-    return origins
+def session_origin(header: dict[str, object]) -> SessionOrigin:
+    """When and where the session of this header began."""
+    created = header.get("createdAt")
+    return SessionOrigin(created if isinstance(created, int) and not isinstance(created, bool) else None,
+                         _text(header.get("cwd")))
 
 
 # --- picking one ------------------------------------------------------------------------------------------------

@@ -68,8 +68,8 @@ def is_stream(path: Path) -> bool:
     return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
 
 
-_READ_ONCE = ("already read: a pipe can be read only once, and this command reads its logs more than once; save "
-              "the log to a file and give its path")
+_READ_ONCE = ("already read: a pipe can be read only once, and this one was read earlier in this run (named twice?); "
+              "save the log to a file and give its path")
 
 
 def _take(handle: BinaryIO, label: str) -> None:

@@ -38,7 +38,7 @@ from ..readers.discover import Skipped, Unreadable, read_each
 from ..records import LogSource
 from ..surface import derive_message
 from ..tokens import count_tokens
-from ..walker import Walker
+from ..walker import Walked, Walker
 from .cache_rows import ROW_KINDS
 from .numbers import check_numbers, checked_total, is_count
 from .prediction import Predictor, RealHeader, sidecar_header, wire_body
@@ -166,26 +166,40 @@ def calls(source: LogSource, *, message_prefix: str = "legacy", parts: bool = Tr
     """Every logged model call of one log, in log order, by the full walk. Findings are ignored: a log the
     reference would refuse still reports what it can. `parts`: keep each request's body by reference
     (RequestParts)."""
-    unlogged: list[Finding] = []   # the fold's unlogged-model-call warnings: calls made, usage not logged
-    sides = SideCalls()   # a product's own calls, logged as events dsh skips
-
-    def noted(finding: Finding) -> None:
-        if finding.code == UNLOGGED:
-            unlogged.append(finding)
-        sides.noted(finding)
-
-    walker = Walker(source, message_prefix=message_prefix, parts=parts, on_finding=noted)
-    cut = walker.fold.seed_cut
+    taker = CallTaker(source.label)
+    walker = Walker(source, message_prefix=message_prefix, parts=parts, on_finding=taker.noted)
+    taker.cut = walker.fold.seed_cut
     for walked in walker:
+        yield from taker.take(walked)
+
+
+class CallTaker:
+    """The model calls of one walk, step by step: `noted` is given every finding of the walk, `take` each step as
+    it is taken (with `cut`, the walk's inherited cut, set once the walk is built); a number a report's rows
+    cannot hold raises (reports.numbers)."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.cut: int | None = None
+        self.unlogged: list[Finding] = []   # the fold's unlogged-model-call warnings: calls made, usage not logged
+        self.sides = SideCalls()   # a product's own calls, logged as events dsh skips
+
+    def noted(self, finding: Finding) -> None:
+        if finding.code == UNLOGGED:
+            self.unlogged.append(finding)
+        self.sides.noted(finding)
+
+    def take(self, walked: Walked) -> Iterator[Call]:
+        cut = self.cut
         if walked.record is not None:
-            check_numbers(walked.record, walked.event, source.label)
-        if (side := sides.of(walked.record)) is not None:
+            check_numbers(walked.record, walked.event, self.label)
+        if (side := self.sides.of(walked.record)) is not None:
             side.inherited = cut is not None and side.seq < cut
             yield side
         event = walked.event or {}
         kind = event.get("type")
-        while unlogged:
-            seq = unlogged.pop(0).seq or 0
+        while self.unlogged:
+            seq = self.unlogged.pop(0).seq or 0
             yield OtherCall("compaction", seq, json_int(event.get("time")), None, None, None,
                             inherited=cut is not None and seq < cut,
                             note="a compaction that ended in error with no summary logged: if dsh made its summary "
@@ -336,7 +350,12 @@ class _LogRows:
 def log_rows(source: LogSource, options: CacheOptions, real: RealHeader | None = None) -> list[dict[str, Any]]:
     """The judged call rows of one log, in log order (`real`: content for scrubbed headers, default the
     options'); the block is the options' or measured from this log alone."""
-    frame = _log_frame(source, options, real if real is not None else RealHeader(options.system, options.tools))
+    return judged_rows(_log_frame(source, options, real if real is not None else RealHeader(options.system,
+                                                                                         options.tools)), options)
+
+
+def judged_rows(frame: pl.DataFrame, options: CacheOptions) -> list[dict[str, Any]]:
+    """One log's unjudged rows (calls_frame) judged by the options' block, else by the log's own."""
     return judge(with_block(frame, options)[0], options.collapse_ratio).to_dicts()
 
 
@@ -352,14 +371,24 @@ def _log_frame(source: LogSource, options: CacheOptions, real: RealHeader) -> pl
     """The unjudged rows of one log. The fast path reads the log where it can (dsh_audit.fastpath.fast_calls,
     about the speed of verify's); where it doubts, the rows built so far are dropped and the log is walked in
     full, as verify falls back to the full verifier."""
-    schema = {**REQUEST_COLUMNS, **_WORKING_COLUMNS, **({"wireBody": pl.String} if options.wire else {})}
     fast = fast_calls(source, message_prefix=options.message_prefix)
     if fast is not None:
         try:
-            return _frame(iter(_LogRows(source, options, real, fast)), schema)
+            return calls_frame(source, options, real, fast)
         except Doubt:
             pass
-    return _frame(iter_log_rows(source, options, real), schema)
+    return calls_frame(source, options, real, calls(source, message_prefix=options.message_prefix))
+
+
+def _schema(options: CacheOptions) -> dict[str, Any]:
+    """The columns of the unjudged rows."""
+    return {**REQUEST_COLUMNS, **_WORKING_COLUMNS, **({"wireBody": pl.String} if options.wire else {})}
+
+
+def calls_frame(source: LogSource, options: CacheOptions, real: RealHeader, log_calls: Iterable[Call]
+                ) -> pl.DataFrame:
+    """The unjudged rows of the calls of one log (`real`: content for scrubbed headers)."""
+    return _frame(iter(_LogRows(source, options, real, log_calls)), _schema(options))
 
 
 def _frame(rows: Iterator[dict[str, Any]], schema: dict[str, Any]) -> pl.DataFrame:
@@ -458,37 +487,51 @@ def build_cache_report(paths: Iterable[str | os.PathLike[str]], options: CacheOp
     readers.discover.read_each). `on_log` is called once per file read (progress reporting). Each log is judged
     by the given block, else by its own (`measure_block`), so alone or among others a log reads the same."""
     supplied = RealHeader(options.system, options.tools)
-    stacked = _Stack()
+    frames = CacheFrames(options)
 
-    def frames_of(file: Path, found_in: Path | None) -> list[_LogRead]:
+    def frames_of(file: Path, found_in: Path | None) -> None:
         real = sidecar_header(file) if options.sidecars else supplied
-        frames = [(source, *with_block(_log_frame(source, options, real), options))
-                  for source in open_logs(file, found_in=found_in)]
+        read = [(source, _log_frame(source, options, real)) for source in open_logs(file, found_in=found_in)]
         if on_log is not None:
             on_log(file)
-        for _, frame, _ in frames:   # only once the whole file is read: a file that fails leaves nothing behind
-            stacked.push(frame)
-        return [_LogRead(source.label, source.generation.version, str(source.header.get("id")), frame.height, block)
-                for source, frame, block in frames]
+        for source, frame in read:   # only once the whole file is read: a file that fails leaves nothing behind
+            frames.add(source.label, source.generation.version, str(source.header.get("id")), frame)
 
-    per_file, unreadable, skipped = read_each(paths, frames_of, all_generations=all_generations,
-                                              superseded=superseded)
-    read = [log for logs in per_file for log in logs]
-    unjudged = stacked.frame({**REQUEST_COLUMNS, **_WORKING_COLUMNS, **({"wireBody": pl.String} if options.wire
-                                                                         else {})})
-    if options.block is not None:
-        block, basis = options.block, "given (--block)"
-    else:
-        block, basis = report_block([(log.label, log.block) for log in read])
-    requests = judge(unjudged, options.collapse_ratio)   # row by row: the logs judged at once
-    summaries, offset = [], 0
-    for log in read:
-        summaries.append(_log_summary(log, requests.slice(offset, log.rows)))
-        offset += log.rows
-    totals = {"logs": len(summaries), **summarize(requests), "cacheBlock": block, "cacheBlockBasis": basis}
-    return CacheReport(requests, rows_frame(summaries, LOG_COLUMNS),
-                       pl.DataFrame([totals], schema=TOTAL_COLUMNS, orient="row"), block, basis, unreadable,
-                       skipped)
+    _, unreadable, skipped = read_each(paths, frames_of, all_generations=all_generations, superseded=superseded)
+    return frames.finish(unreadable, skipped)
+
+
+class CacheFrames:
+    """The report being built: the unjudged frames of the logs read, file by file, in order; then judged
+    (`finish`) once every log is read, which its cache block needs."""
+
+    def __init__(self, options: CacheOptions) -> None:
+        self.options = options
+        self.stacked = _Stack()
+        self.read: list[_LogRead] = []
+
+    def add(self, label: str, generation: int, session_id: str, unjudged: pl.DataFrame) -> None:
+        """The unjudged rows of one log (calls_frame), in the report's order of logs."""
+        frame, block = with_block(unjudged, self.options)
+        self.stacked.push(frame)
+        self.read.append(_LogRead(label, generation, session_id, frame.height, block))
+
+    def finish(self, unreadable: list[Unreadable], skipped: list[Skipped]) -> CacheReport:
+        options, read = self.options, self.read
+        unjudged = self.stacked.frame(_schema(options))
+        if options.block is not None:
+            block, basis = options.block, "given (--block)"
+        else:
+            block, basis = report_block([(log.label, log.block) for log in read])
+        requests = judge(unjudged, options.collapse_ratio)   # row by row: the logs judged at once
+        summaries, offset = [], 0
+        for log in read:
+            summaries.append(_log_summary(log, requests.slice(offset, log.rows)))
+            offset += log.rows
+        totals = {"logs": len(summaries), **summarize(requests), "cacheBlock": block, "cacheBlockBasis": basis}
+        return CacheReport(requests, rows_frame(summaries, LOG_COLUMNS),
+                           pl.DataFrame([totals], schema=TOTAL_COLUMNS, orient="row"), block, basis, unreadable,
+                           skipped)
 
 
 class _Stack:

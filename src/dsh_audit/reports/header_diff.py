@@ -29,7 +29,7 @@ from ..readers.discover import Skipped, Unreadable, read_each
 from ..readers.progress import watching
 from ..records import LogSource
 from ..text import clip
-from ..walker import Walker
+from ..walker import Walked, Walker
 from .render import rows_frame
 
 COLUMNS = {"log": pl.String, "generation": pl.Int64, "sessionId": pl.String, "seq": pl.Int64, "turn": pl.Int64,
@@ -83,15 +83,15 @@ class ForkPoints:
     last: Snapshot | None = None
 
 
-def _headers(file: Path, found_in: Path | None) -> list[LogHeaders]:
+def log_headers(file: Path, found_in: Path | None, *, keep: bool = False) -> list[LogHeaders]:
     """The logs a file holds, each closed again before the next is opened (a store's sessions hold no file
-    until read; a pipe cannot be reopened, so it stays open, to be walked once). A progress bar counts the
-    walks, not this pass."""
+    until read; a pipe cannot be reopened, so it stays open, to be walked once); with `keep`, each stays open to
+    be walked without opening it again. A progress bar counts the walks, not this pass."""
     logs = []
     with watching(lambda _label, _position: None):
         for source in open_logs(file, found_in=found_in):
             log = LogHeaders(source.label, file, source.header, source.generation.version, source.reopen)
-            if source.reopen is None:
+            if keep or source.reopen is None:
                 log.kept = source
             else:
                 source.close()
@@ -101,58 +101,77 @@ def _headers(file: Path, found_in: Path | None) -> list[LogHeaders]:
 
 def _walk(log: LogHeaders, start: tuple[Snapshot | None, str | None], *, seeds: Iterable[int] = (),
           watch: Iterable[str] = (), rows: list[dict[str, Any]] | None = None) -> ForkPoints:
-    """Walk one log (so legacy events are upgraded and refused ones skipped, as the reference does), taking each
-    header snapshot the fold takes, with the turn and step it falls in, and diffing it against the one before
-    at once (`rows`, when given, receives the changes): only the latest snapshot is kept. From v3 a new system
-    head under the same header is a snapshot of its own (reason "system/message").
+    """Walk one log for its snapshots alone (SnapshotTaker: what `start`, `seeds`, `watch` and `rows` mean)."""
+    source = log.open()
+    taker = SnapshotTaker(log, source, start, seeds=seeds, watch=watch, rows=rows)
+    walker = Walker(source, on_finding=lambda _finding: None)
+    for walked in walker:
+        taker.take(walker, walked)
+    return taker.finish()
+
+
+class SnapshotTaker:
+    """The header snapshots of one walk (so legacy events are upgraded and refused ones skipped, as the reference
+    does): each one the fold takes, with the turn and step it falls in, diffed against the one before at once
+    (`rows`, when given, receives the changes); only the latest snapshot is kept. From v3 a new system head under
+    the same header is a snapshot of its own (reason "system/message"). Fed each step of a walk as it is taken,
+    with the walker whose state it reads; `finish` once the walk is over.
 
     `start` is what the first snapshot is diffed against: a fork parent's snapshot, with the `against` text.
     `seeds` and `watch` ask for the fork points of this log's children: the snapshot in force before a
     seedLength, and the one in force at the first event naming a child's session id."""
-    source = log.open()
-    in_surface = source.generation.system_prompt == "surface"
-    points = ForkPoints(seeds=dict.fromkeys(seeds))
-    unsettled = sorted(points.seeds)   # seed lengths not yet reached, smallest first
-    pending = set(watch)
-    previous, against = start
-    turn: int | None = None
-    step: int | None = None
-    walker = Walker(source, on_finding=lambda _finding: None)
-    seen: tuple[HeaderSnapshot | None, str] = (None, "")
-    head_of: tuple[Any, str] = (None, "")   # (head message, its text): the text is joined once per head
-    settled = 0
-    for walked in walker:
+
+    def __init__(self, log: LogHeaders, source: LogSource, start: tuple[Snapshot | None, str | None], *,
+                 seeds: Iterable[int] = (), watch: Iterable[str] = (), rows: list[dict[str, Any]] | None = None
+                 ) -> None:
+        self.log, self.rows = log, rows
+        self.in_surface = source.generation.system_prompt == "surface"
+        self.points = ForkPoints(seeds=dict.fromkeys(seeds))
+        self.unsettled = sorted(self.points.seeds)   # seed lengths not yet reached, smallest first
+        self.settled = 0
+        self.pending = set(watch)
+        self.previous, self.against = start
+        self.turn: int | None = None
+        self.step: int | None = None
+        self.seen: tuple[HeaderSnapshot | None, str] = (None, "")
+        self.head_of: tuple[Any, str] = (None, "")   # (head message, its text): the text is joined once per head
+
+    def take(self, walker: Walker, walked: Walked) -> None:
         event, record = walked.event or {}, walked.record
         if record is None:
-            continue
-        while settled < len(unsettled) and unsettled[settled] <= record.seq:   # in force before the seed
-            points.seeds[unsettled[settled]] = points.last
-            settled += 1
+            return
+        points, unsettled = self.points, self.unsettled
+        while self.settled < len(unsettled) and unsettled[self.settled] <= record.seq:   # in force before the seed
+            points.seeds[unsettled[self.settled]] = points.last
+            self.settled += 1
         raw_data = event.get("data")
         data: dict[str, Any] = raw_data if isinstance(raw_data, dict) else {}
         if event.get("type") == "turn/start":
-            turn, step = _int(data.get("turn")), None
+            self.turn, self.step = _int(data.get("turn")), None
         elif event.get("type") == "step/start":
-            step = _int(data.get("step"))
+            self.step = _int(data.get("step"))
         header, message = walker.header, walker.system_head
-        if message is not head_of[0]:
-            head_of = (message, system_text(message))
-        head = head_of[1]
+        if message is not self.head_of[0]:
+            self.head_of = (message, system_text(message))
+        head = self.head_of[1]
+        seen = self.seen
         if header is not None and (header is not seen[0] or head != seen[1]):
             shown = header if header is not seen[0] else replace(header, reason="system/message")
-            snap = Snapshot(record.seq, turn, step, _with_head(shown, head, in_surface))
-            if rows is not None:
-                rows.extend(_snapshot_rows(log, snap, previous, against))
-            previous, against, points.last = snap, None, snap
-        seen = (header, head)
-        if pending:
+            snap = Snapshot(record.seq, self.turn, self.step, _with_head(shown, head, self.in_surface))
+            if self.rows is not None:
+                self.rows.extend(_snapshot_rows(self.log, snap, self.previous, self.against))
+            self.previous, self.against, points.last = snap, None, snap
+        self.seen = (header, head)
+        if self.pending:
             text = json.dumps(record.event)
-            for session_id in [session_id for session_id in pending if session_id in text]:
-                pending.discard(session_id)
+            for session_id in [session_id for session_id in self.pending if session_id in text]:
+                self.pending.discard(session_id)
                 points.mentions[session_id] = (record.seq, points.last)
-    for seed in unsettled[settled:]:
-        points.seeds[seed] = points.last
-    return points
+
+    def finish(self) -> ForkPoints:
+        for seed in self.unsettled[self.settled:]:
+            self.points.seeds[seed] = self.points.last
+        return self.points
 
 
 def _with_head(header: HeaderSnapshot, head: str, in_surface: bool) -> HeaderSnapshot:
@@ -375,52 +394,77 @@ def _snapshot_rows(log: LogHeaders, snap: Snapshot, previous: Snapshot | None,
     return rows
 
 
-def _run_rows(members: list[LogHeaders], unreadable: list[Unreadable]) -> list[dict[str, Any]]:
-    """The rows of one run, log by log in the run's order. A parent is walked before its children (it leaves
-    them their fork points); each log is walked once, and only a fork cycle (ids that name each other) walks a
-    parent twice. A log that turns out unreadable on the way gives no rows and is added to `unreadable`; its
-    children are diffed as if it had no fork points."""
-    index = {id(log): k for k, log in enumerate(members)}
-    parents: list[tuple[int, str] | None] = []
-    seeds: list[set[int]] = [set() for _ in members]
-    watch: list[set[str]] = [set() for _ in members]
-    for child in members:
-        found = find_parent(child, members)
-        parents.append(None if found is None else (index[id(found[0])], found[1]))
-        if found is not None:
-            seed = _seed(child)
-            if seed is not None:
-                seeds[index[id(found[0])]].add(seed)
-            else:
-                watch[index[id(found[0])]].add(child.session_id)
-    points: dict[int, ForkPoints] = {}
-    rows: dict[int, list[dict[str, Any]]] = {}
+@dataclass(slots=True)
+class Run:
+    """The logs of one run and who forks from whom: each log's parent in the run (its index, and how it was
+    matched), the seed lengths and child ids each log is asked to leave fork points for, and the fork points
+    left by the logs walked so far. A parent is walked before its children (it leaves them their fork points)."""
 
-    def walk(k: int) -> None:
-        start: tuple[Snapshot | None, str | None] = (None, None)
-        parent = parents[k]
-        rows[k] = []
-        try:
-            if parent is not None:
-                p, matched = parent
-                fork = points.get(p)
-                if fork is None:   # a cycle: its parent is walked for the fork points alone
-                    fork = _walk(members[p], (None, None), seeds=seeds[p], watch=watch[p])
-                start = _fork_start(members[k], members[p], matched, fork)
-            points[k] = _walk(members[k], start, seeds=seeds[k], watch=watch[k], rows=rows[k])
-        except DshAuditError as error:
-            rows[k], points[k] = [], ForkPoints()
-            unreadable.append(Unreadable(members[k].label, str(error)))
+    members: list[LogHeaders]
+    parents: list[tuple[int, str] | None]
+    seeds: list[set[int]]
+    watch: list[set[str]]
+    points: dict[int, ForkPoints] = field(default_factory=dict)   # of the logs walked
+    forked: set[int] = field(default_factory=set)   # the logs a child names as its parent
 
-    for k in range(len(members)):
-        chain: list[int] = []   # k and its ancestors not walked yet, up to a walked one, a root or a cycle
+    @classmethod
+    def of(cls, members: list[LogHeaders]) -> Run:
+        index = {id(log): k for k, log in enumerate(members)}
+        run = cls(members, [], [set() for _ in members], [set() for _ in members])
+        for child in members:
+            found = find_parent(child, members)
+            run.parents.append(None if found is None else (index[id(found[0])], found[1]))
+            if found is not None:
+                run.forked.add(index[id(found[0])])
+                seed = _seed(child)
+                if seed is not None:
+                    run.seeds[index[id(found[0])]].add(seed)
+                else:
+                    run.watch[index[id(found[0])]].add(child.session_id)
+        return run
+
+    def left(self, k: int, points: ForkPoints) -> None:
+        """Log `k` walked, leaving `points`; kept only for its children (a snapshot holds a whole header)."""
+        self.points[k] = points if k in self.forked else ForkPoints()
+
+    def order(self, k: int) -> list[int]:
+        """Log `k` and its ancestors not walked yet (up to a walked one, a root or a cycle), parents first."""
+        chain: list[int] = []
         j: int | None = k
-        while j is not None and j not in points and j not in chain:
+        while j is not None and j not in self.points and j not in chain:
             chain.append(j)
-            parent = parents[j]
+            parent = self.parents[j]
             j = parent[0] if parent is not None else None
-        for walked in reversed(chain):
-            walk(walked)
+        return chain[::-1]
+
+    def start(self, k: int) -> tuple[Snapshot | None, str | None]:
+        """What log `k`'s first snapshot is diffed against: its parent's snapshot at the fork, if it has a parent.
+        Only in a fork cycle (ids that name each other) is the parent not walked yet: it is then walked for the
+        fork points alone."""
+        parent = self.parents[k]
+        if parent is None:
+            return None, None
+        p, matched = parent
+        fork = self.points.get(p)
+        if fork is None:
+            fork = _walk(self.members[p], (None, None), seeds=self.seeds[p], watch=self.watch[p])
+        return _fork_start(self.members[k], self.members[p], matched, fork)
+
+
+def _run_rows(members: list[LogHeaders], unreadable: list[Unreadable]) -> list[dict[str, Any]]:
+    """The rows of one run, log by log in the run's order. Each log is walked once, and only a fork cycle walks
+    a parent twice. A log that turns out unreadable on the way gives no rows and is added to `unreadable`; its
+    children are diffed as if it had no fork points."""
+    run = Run.of(members)
+    rows: dict[int, list[dict[str, Any]]] = {}
+    for k in range(len(members)):
+        for j in run.order(k):
+            rows[j] = []
+            try:
+                run.left(j, _walk(members[j], run.start(j), seeds=run.seeds[j], watch=run.watch[j], rows=rows[j]))
+            except DshAuditError as error:
+                rows[j], run.points[j] = [], ForkPoints()
+                unreadable.append(Unreadable(members[j].label, str(error)))
     return [row for k in range(len(members)) for row in rows[k]]
 
 
@@ -433,7 +477,7 @@ def build_header_diff(paths: Iterable[str | os.PathLike[str]], *, all_generation
     there (readers.discover.read_each); without one, it is an error. Given a `skipped` list, the older
     generations left out (`superseded`: those of a log picked by --session) are added to it."""
     runs: dict[Path, list[LogHeaders]] = {}
-    per_file, missed, older = read_each(paths, lambda file, found_in: (file, list(_headers(file, found_in))),
+    per_file, missed, older = read_each(paths, lambda file, found_in: (file, log_headers(file, found_in)),
                                         all_generations=all_generations, superseded=superseded)
     if skipped is not None:
         skipped.extend(older)

@@ -414,9 +414,9 @@ def render_report(report: CacheReport, headers: pl.DataFrame, findings: VerifyFi
                   origins: Mapping[str, SessionOrigin] | None = None, generator: str = "dsh-audit",
                   detailed: int = DETAILED_SESSIONS, listed: int = SESSIONS_LISTED) -> str:
     """The whole page. `report`: build_cache_report's; `headers`: build_header_diff's over the same logs;
-    `findings`: verify_findings(verify_paths(...)); `origins`: each log's start and cwd
-    (readers.home.session_origins). `overview` (default: more than one log) adds the costliest collapses of all
-    and the sortable table of sessions. Sessions are ranked worst first (RANKED_BY): the `detailed` worst are
+    `findings`: verify_findings(verify_paths(...)); `origins`: each log's start and cwd (from its header, on the
+    same walk: reports.one_walk). `overview` (default: more than one log) adds the costliest collapses of all and
+    the sortable table of sessions. Sessions are ranked worst first (RANKED_BY): the `detailed` worst are
     drawn, the `listed` worst are rows of the table; the page says so."""
     origins = origins or {}
     ranked = ranked_logs(report.logs, findings.tally)
