@@ -18,9 +18,10 @@ from click.testing import CliRunner
 from conftest_reference import LOGS_ROOT, require_corpus
 from dsh_audit.cli import main
 from dsh_audit.generations import generation, generations
-from dsh_audit.readers import jsonl
+from dsh_audit.readers import jsonl, open_logs
 from dsh_audit.readers.discover import discover_logs
 from dsh_audit.readers.found import opener
+from dsh_audit.readers.home import session_origin
 from dsh_audit.records import LogSource
 from dsh_audit.reports.cache_report import CacheOptions, build_cache_report
 from dsh_audit.reports.header_diff import build_header_diff
@@ -44,7 +45,12 @@ def three_commands(paths: list[Path], *, all_generations: bool = False,
     headers = build_header_diff(paths, all_generations=all_generations, unreadable=[])
     findings = verify_findings(verify_paths(paths, keep_requests=False, all_generations=all_generations,
                                             allow_events=allow_events))
-    return PageParts(cache, headers, findings)
+    origins = {}
+    for label in cache.logs["log"].to_list():
+        [source] = [one for one in open_logs(label.partition("#")[0]) if one.label == label]
+        origins[label] = session_origin(source.header)
+        source.close()
+    return PageParts(cache, headers, findings, origins)
 
 
 def assert_same(once: PageParts, three: PageParts) -> None:
@@ -57,6 +63,7 @@ def assert_same(once: PageParts, three: PageParts) -> None:
     assert once.findings.shown.equals(three.findings.shown)
     assert once.findings.tally.equals(three.findings.tally)
     assert once.findings.skipped == three.findings.skipped
+    assert once.origins == three.origins
 
 
 @pytest.fixture(scope="module")

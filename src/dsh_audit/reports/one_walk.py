@@ -54,7 +54,10 @@ def read_once(paths: Iterable[str | os.PathLike[str]], *, all_generations: bool 
     as build_cache_report raises it."""
     reading = _Reading(allow_events)
     findings = verify_findings(reading.reports(paths, all_generations, superseded))
-    return PageParts(reading.cache(), reading.headers(), findings, reading.origins)
+    cache = reading.cache()
+    shown = set(cache.logs["log"].to_list())   # a log cache-report cannot read has no row to date
+    return PageParts(cache, reading.headers(), findings,
+                     {label: origin for label, origin in reading.origins.items() if label in shown})
 
 
 @dataclass(slots=True)
