@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 import keyword
+import re
 import sys
 import types
 import typing
@@ -410,12 +411,21 @@ class _Generator:
 
     # -- output ------------------------------------------------------------------------------------------
     def source(self) -> str:
-        lines = ["from __future__ import annotations", "from typing import Any, Literal, Union, Annotated",
+        # Annotations are evaluated as each class is defined (a class is generated after the classes it uses),
+        # so that msgspec and typing resolve objects rather than compile a string per field; only a recursive
+        # alias, defined after every class, is named as a string.
+        lines = ["from typing import Any, Literal, Union, Annotated",
                  "from msgspec import Struct, Meta, Raw, UNSET, UnsetType, field", ""]
+        aliases = {alias for alias, _ in self.aliases}
+
+        def forward(annotation: str) -> str:
+            return re.sub(r"\bR\d+\b", lambda m: repr(m[0]) if m[0] in aliases else m[0], annotation)
+
         for cls in self.classes:
             options = "".join(f", {key}={value!r}" for key, value in cls.options.items())
             lines.append(f"class {cls.name}(Struct{options}):")
             for attr, name, annotation, required in cls.fields:
+                annotation = forward(annotation)
                 rename = "" if attr == name else f"name={name!r}"
                 if required:
                     lines.append(f"    {attr}: {annotation}" + (f" = field({rename})" if rename else ""))
@@ -574,7 +584,7 @@ def _build(generation: int) -> FastTypes:
     for name in missing:   # fastcheck cannot check it either: such a value is always doubtful
         module.__dict__[name] = _never
     sys.modules[module.__name__] = module
-    exec(compile(source, f"<{module.__name__}>", "exec"), module.__dict__)
+    exec(compile(source, f"<{module.__name__}>", "exec", dont_inherit=True), module.__dict__)
     namespace = module.__dict__
 
     def decoder(annotation: str) -> msgspec.json.Decoder[Any]:
