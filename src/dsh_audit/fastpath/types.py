@@ -37,6 +37,7 @@ from urllib.parse import urljoin
 
 import msgspec
 
+from ..codecache import compiled
 from ..fastcheck import ANNOTATIONS, SourceCompiler, Unsupported, resolve_pointer
 from ..vocabulary import _documents, _generation_documents, _root, vocabulary
 
@@ -584,7 +585,7 @@ def _build(generation: int) -> FastTypes:
     for name in missing:   # fastcheck cannot check it either: such a value is always doubtful
         module.__dict__[name] = _never
     sys.modules[module.__name__] = module
-    exec(compile(source, f"<{module.__name__}>", "exec", dont_inherit=True), module.__dict__)
+    exec(compiled(source, f"<{module.__name__}>"), module.__dict__)
     namespace = module.__dict__
 
     def decoder(annotation: str) -> msgspec.json.Decoder[Any]:
