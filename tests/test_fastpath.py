@@ -135,6 +135,14 @@ def test_every_event_type_has_a_generated_decoder(version: int) -> None:
     assert set(types.messages) == set(words.surface_types)
 
 
+@pytest.mark.skipif(os.environ.get("DSH_AUDIT_EXPECT_COMPILED") != "1",
+                    reason="the pure-Python build is tested (make test-compiled tests the compiled one)")
+def test_the_compiled_build_is_the_one_tested() -> None:
+    """Under `make test-compiled` these suites must run against the mypyc-compiled fast path, not its sources."""
+    from dsh_audit.fastpath import lines, verifier
+    assert all(Path(module.__file__ or "").suffix == ".so" for module in (lines, verifier))
+
+
 SEQ_ITEM = Annotated[int, msgspec.Meta(ge=0, le=2**53 - 1)]
 
 
