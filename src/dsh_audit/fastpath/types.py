@@ -116,15 +116,27 @@ def seq_run(values: list[int] | range) -> tuple[int, int, bool]:
     return min(values), max(values), False
 
 
-# The text of every run of seqs, a block of 1,000 at a time: block k > 0 is k's digits before each 3-digit suffix.
-_BLOCK_TEMPLATE = b",".join(b"\0%03d" % suffix for suffix in range(1000))
+# The text of every run of seqs, a block of 1,000 at a time: block k > 0 is k's digits before each 3-digit suffix,
+# written into a template of the suffixes, one extended slice per digit of k.
 _FIRST_BLOCK = ",".join(map(str, range(1000))).encode()
+
+
+@lru_cache(maxsize=16)
+def _suffixes(width: int) -> bytes:
+    """`PPP000,PPP001,…,PPP999` with `width` placeholder bytes for P."""
+    return b",".join(b"\0" * width + b"%03d" % suffix for suffix in range(1000))
 
 
 @lru_cache(maxsize=64)   # bounded: a log's runs move on through its seqs, a few blocks at a time
 def _block(k: int) -> bytes:
     """`1000k,1000k+1,…,1000k+999` as JSON writes it."""
-    return _FIRST_BLOCK if k == 0 else _BLOCK_TEMPLATE.replace(b"\0", str(k).encode())
+    if k == 0:
+        return _FIRST_BLOCK
+    prefix = str(k).encode()
+    text = bytearray(_suffixes(len(prefix)))
+    for position, digit in enumerate(prefix):
+        text[position::len(prefix) + 4] = bytes((digit,)) * 1000
+    return bytes(text)
 
 
 def _offset(n: int) -> int:
