@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 DEMO_DIR ?= sample_logs/compaction-recovery
 SHARED_LOGS ?= ../shared/dsh-logs
 
-.PHONY: install demo test lint typecheck reference browser bench clean
+.PHONY: install demo test test-compiled lint typecheck reference browser bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,8 +43,19 @@ browser:
 test: install reference browser lint
 	DSH_LOGS=$(abspath $(SHARED_LOGS)) $(BIN)/pytest -n 2 -q
 
+# The optional compiled fast path (setup.py, mypyc) in its own venv, a non-editable install, and the fast path's
+# differential and fuzz suites run against it: the tests import dsh_audit from that install, not from src/.
+COMPILED_VENV ?= .venv-compiled
+test-compiled:
+	$(PYTHON) -m venv $(COMPILED_VENV)
+	$(COMPILED_VENV)/bin/pip install --quiet --upgrade pip setuptools
+	$(COMPILED_VENV)/bin/pip install --quiet '.[dev]' 'mypy==2.4.1'   # the dependencies mypyc reads the types of
+	DSH_AUDIT_COMPILE=1 $(COMPILED_VENV)/bin/pip install --quiet --no-build-isolation --no-deps --force-reinstall .
+	cd tests && DSH_AUDIT_EXPECT_COMPILED=1 DSH_LOGS=$(abspath $(SHARED_LOGS)) ../$(COMPILED_VENV)/bin/pytest -q \
+		-p no:cacheprovider test_fastpath.py test_fuzz.py test_fuzz_numbers.py test_cache_fastpath.py
+
 bench: install reference
 	$(BIN)/python benchmarks/run.py
 
 clean:
-	rm -rf $(VENV) tests/reference/node_modules tests/reference-format/node_modules tests/live-dsh/node_modules benchmarks/data
+	rm -rf $(VENV) $(COMPILED_VENV) build tests/reference/node_modules tests/reference-format/node_modules tests/live-dsh/node_modules benchmarks/data

@@ -21,19 +21,22 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import msgspec
 import orjson
 import pytest
 import zstandard
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest_reference import LOGS_ROOT, session_log_paths
 from dsh_audit import fastpath
 from dsh_audit.cli import main
 from dsh_audit.errors import DshAuditError
 from dsh_audit.fastpath import Decided, decide
-from dsh_audit.fastpath.types import fast_types
+from dsh_audit.fastpath.types import SeqList, fast_types
 from dsh_audit.generations import generations
 from dsh_audit.readers import open_logs
 from dsh_audit.verify import LogReport, verify_path
@@ -91,6 +94,8 @@ def check(path: Path) -> Decided | str:
         assert digests(fast.requests) == digests(full.requests)
         [lean] = verify_path(path, keep_requests=False)   # counted, not kept: memory bounded by the surface
         assert lean.fast_path and lean.request_count == full.request_count and not lean.requests
+    elif not found.startswith("unreadable"):   # no digest asked for (verify's table): the same verdict
+        assert not isinstance(decide(next(iter(open_logs(path))), keep_requests=False), Decided), path
     return found
 
 
@@ -129,6 +134,52 @@ def test_every_event_type_has_a_generated_decoder(version: int) -> None:
     words = vocabulary(version)
     assert set(types.events) == set(words.known_types), types.unsupported
     assert set(types.messages) == set(words.surface_types)
+
+
+@pytest.mark.skipif(os.environ.get("DSH_AUDIT_EXPECT_COMPILED") != "1",
+                    reason="the pure-Python build is tested (make test-compiled tests the compiled one)")
+def test_the_compiled_build_is_the_one_tested() -> None:
+    """Under `make test-compiled` these suites must run against the mypyc-compiled fast path, not its sources."""
+    from dsh_audit.fastpath import lines, verifier
+    assert all(Path(module.__file__ or "").suffix == ".so" for module in (lines, verifier))
+
+
+SEQ_ITEM = Annotated[int, msgspec.Meta(ge=0, le=2**53 - 1)]
+
+
+def schema_seqs(text: bytes) -> list[int] | None:
+    """sourceEventSeqs as its schema reads them: unique non-negative safe integers, else None."""
+    try:
+        values = msgspec.json.decode(text, type=list[SEQ_ITEM])
+    except msgspec.DecodeError:
+        return None
+    return values if len(set(values)) == len(values) else None
+
+
+@settings(max_examples=400, derandomize=True)
+@given(st.one_of(
+    st.tuples(st.integers(0, 2**53 - 1), st.integers(0, 2500)).map(
+        lambda run: json.dumps(list(range(run[0], min(run[0] + run[1], 2**53 - 1) + 1)), separators=(",", ":"))),
+    st.lists(st.integers(-3, 3000), max_size=40).map(lambda v: json.dumps(v, separators=(",", ":"))),
+    st.lists(st.integers(0, 2**54), max_size=5).map(json.dumps),   # spaces, values past the bound
+    st.sampled_from(["[]", "[7]", "[1,1]", "[1,3,2]", "[1,2,3,3]", "[01,2]", "[1, 2]", "[1_0,11]", "[+1,2]",
+                     "[-1,0]", "[1.0,2]", "[[1],2]", "[9007199254740990,9007199254740991]",
+                     "[9007199254740991,9007199254740992]", "[999,1000]", "[0,1,2,3,4,5,6,7,8,9,10]"])))
+def test_a_raw_seq_list_reads_as_its_schema_says(text: str) -> None:
+    """types.SeqList: a contiguous run becomes a range without decoding, anything else decodes and is checked;
+    either way the same list, or a refusal where the schema refuses it."""
+    read = SeqList(SEQ_ITEM, 0, 2**53 - 1)
+    expected = schema_seqs(text.encode())
+    if expected is None:
+        with pytest.raises(ValueError):
+            read(msgspec.Raw(text.encode()))
+    else:
+        found = read(msgspec.Raw(text.encode()))
+        assert list(found) == expected
+        run = len(expected) > 1 and expected[-1] - expected[0] == len(expected) - 1 \
+            and expected == list(range(expected[0], expected[-1] + 1))
+        if run and text == json.dumps(expected, separators=(",", ":")):
+            assert type(found) is range   # read from its bytes, no integer decoded
 
 
 def test_content_blocks_compare_as_the_verifier_compares_dicts() -> None:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urljoin
 
+from .codecache import compiled
 from .seqlist import seq_facts
 
 Check = Callable[[Any], bool]
@@ -113,7 +114,7 @@ class SourceCompiler:
                                      "_integers_within": _integers_within, "_integer_within": _integer_within,
                                      "_unique": _unique, **self.constants}
         source = "\n".join([*self.functions, *self.tables])
-        exec(compile(source, "<dsh_audit.fastcheck>", "exec"), namespace)
+        exec(compiled(source, "<dsh_audit.fastcheck>"), namespace)
         return {name: namespace[function] for name, function in entry.items()}
 
     # -- schema nodes -----------------------------------------------------------------------------------

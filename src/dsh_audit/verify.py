@@ -6,7 +6,6 @@ import gc
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -224,6 +223,8 @@ def _verified(files: list[Path], found: Discovery, message_prefix: str, jobs: in
     # parallel, where building all five here first (about a second) was serial start-up for every run.
     # Standard input and pipes are read here: a worker's stdin is not ours, and a pipe is read once.
     here = {path for path in files if path in ambiguous or is_stream(path)}
+    from concurrent.futures import ProcessPoolExecutor  # multiprocessing and logging: for -j only (~10 ms)
+
     with ProcessPoolExecutor(max_workers=workers) as pool:
         verify_many = partial(verify_path, message_prefix=message_prefix, keep_requests=keep_requests,
                               allow_events=allow_events)

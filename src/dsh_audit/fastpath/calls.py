@@ -17,7 +17,7 @@ from typing import Any
 from ..model_calls import Call
 from ..records import LogSource
 from ..vocabulary import validate_header
-from .lines import Body, Doubt, body, log_kind
+from .lines import Body, Doubt, body, log_kind, refuse_seqless
 from .verifier import FastVerifier
 
 BATCH_LINES = 4096
@@ -29,6 +29,7 @@ def reading(source: LogSource, message_prefix: str, **options: Any) -> Iterator[
     its generation's type. Doubt where the fast path cannot read the log: not a plain or zstd file, a generation
     or header it does not cover, a RecursionError or MemoryError on the way."""
     kind = log_kind(source)
+    refuse_seqless(source, kind)
     verifier = FastVerifier(source.header, source.generation, message_prefix, **options)
     if verifier.types.header is None and validate_header(source.header, source.generation.version):
         raise Doubt("session header schema")

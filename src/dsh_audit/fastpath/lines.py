@@ -56,6 +56,19 @@ def log_kind(source: LogSource) -> str:
     return kind
 
 
+def refuse_seqless(source: LogSource, kind: str) -> None:
+    """Doubt when a plain log's first event line names no seq (the committed fixture form, which the fast path
+    leaves to the full verifier), before its generation's types are built for nothing. A seq written with an
+    escaped key is taken as absent: a doubt, which is never wrong, only slower."""
+    if kind != "jsonl":
+        return
+    with _opened(source, 1 << 16) as handle:
+        header = handle.readline(1 << 16)
+        first = handle.readline(1 << 16) if header.endswith(b"\n") else b""   # a longer header: not decided here
+    if first and b'"seq' not in first:
+        raise Doubt("seq not contiguous or absent")
+
+
 @dataclass(frozen=True, slots=True)
 class Body:
     """The lines after a log's header, and how the verifier reads them (FastVerifier.feed and finish)."""

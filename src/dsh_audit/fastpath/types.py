@@ -25,17 +25,19 @@ from __future__ import annotations
 
 import itertools
 import keyword
+import re
 import sys
 import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 from urllib.parse import urljoin
 
 import msgspec
 
+from ..codecache import compiled
 from ..fastcheck import ANNOTATIONS, SourceCompiler, Unsupported, resolve_pointer
 from ..vocabulary import _documents, _generation_documents, _root, vocabulary
 
@@ -102,14 +104,83 @@ def unique_ints(values: list[int]) -> bool:
     return len(set(values)) == count
 
 
-def seq_run(values: list[int]) -> tuple[int, int, bool]:
-    """(smallest, largest, contiguous) of a non-empty list of unique integers."""
+def seq_run(values: list[int] | range) -> tuple[int, int, bool]:
+    """(smallest, largest, contiguous) of a non-empty list of unique integers, or of a run (SeqList)."""
+    if type(values) is range:
+        return values.start, values.stop - 1, True
     if LAST_SEQS.values is values:
         return LAST_SEQS.low, LAST_SEQS.high, LAST_SEQS.contiguous
     first, last = values[0], values[-1]
     if last - first == len(values) - 1 and values == list(range(first, last + 1)):
         return first, last, True
     return min(values), max(values), False
+
+
+# The text of every run of seqs, a block of 1,000 at a time: block k > 0 is k's digits before each 3-digit suffix,
+# written into a template of the suffixes, one extended slice per digit of k.
+_FIRST_BLOCK = ",".join(map(str, range(1000))).encode()
+
+
+@lru_cache(maxsize=16)
+def _suffixes(width: int) -> bytes:
+    """`PPP000,PPP001,…,PPP999` with `width` placeholder bytes for P."""
+    return b",".join(b"\0" * width + b"%03d" % suffix for suffix in range(1000))
+
+
+@lru_cache(maxsize=64)   # bounded: a log's runs move on through its seqs, a few blocks at a time
+def _block(k: int) -> bytes:
+    """`1000k,1000k+1,…,1000k+999` as JSON writes it."""
+    if k == 0:
+        return _FIRST_BLOCK
+    prefix = str(k).encode()
+    text = bytearray(_suffixes(len(prefix)))
+    for position, digit in enumerate(prefix):
+        text[position::len(prefix) + 4] = bytes((digit,)) * 1000
+    return bytes(text)
+
+
+def _offset(n: int) -> int:
+    """Where n's digits start in its block."""
+    k, i = divmod(n, 1000)
+    if k:
+        return i * (len(str(k)) + 4)
+    return 2 * i if i < 10 else 20 + 3 * (i - 10) if i < 100 else 290 + 4 * (i - 100)
+
+
+def run_text(first: int, last: int) -> bytes:
+    """The JSON text of the items of the list [first, first + 1, …, last] (first <= last, both >= 0)."""
+    low, high = first // 1000, last // 1000
+    start, end = _offset(first), _offset(last) + len(str(last))
+    if low == high:
+        return _block(low)[start:end]
+    return b",".join([_block(low)[start:], *map(_block, range(low + 1, high)), _block(high)[:end]])
+
+
+class SeqList:
+    """An envelope's `sourceEventSeqs`, decoded from its stored bytes (msgspec.Raw): a list of unique bounded
+    integers. The common list, a contiguous run written as JSON.stringify writes it (a message citing its
+    chunks), is recognised by comparing its bytes with the run's text and becomes a `range`, with no integer
+    decoded and no set built; any other list is decoded and checked as its schema says (uniqueItems)."""
+
+    def __init__(self, item: Any, low: int, high: int) -> None:
+        self.decode = msgspec.json.Decoder(list[item]).decode
+        self.low, self.high = low, high
+
+    def __call__(self, raw: msgspec.Raw) -> range | list[int]:
+        text = bytes(raw)
+        last_comma = text.rfind(b",")
+        if last_comma > 0 and text[:1] == b"[" and text[-1:] == b"]":
+            try:   # int() is lax (spaces, signs, underscores): the text comparison below is the check
+                first, last = int(text[1:text.find(b",")]), int(text[last_comma + 1:-1])
+            except ValueError:
+                first, last = 0, -1
+            if self.low <= first < last <= self.high and last - first == text.count(b",") \
+                    and text[1:-1] == run_text(first, last):
+                return range(first, last + 1)
+        values = self.decode(text)
+        if not unique_ints(values):
+            raise ValueError("schema")
+        return values
 
 
 @dataclass(slots=True)
@@ -119,6 +190,7 @@ class _Type:
     provable: bool        # msgspec writes every decoded value as JSON.stringify would (up to `Any` positions)
     json_kinds: frozenset[str]   # JSON kinds it accepts: object array string integer number boolean null
     check: str | None = None     # a check run on the decoded value (a checked Any, or uniqueItems)
+    convert: str | None = None   # a SeqList that turns the raw value into its list (sourceEventSeqs)
 
 
 _ANY_KINDS = frozenset({"object", "array", "string", "integer", "number", "boolean", "null"})
@@ -129,7 +201,8 @@ class _Class:
     name: str
     fields: list[tuple[str, str, str, bool]] = field(default_factory=list)   # attr, json name, type, required
     options: dict[str, Any] = field(default_factory=dict)
-    checks: list[tuple[str, str | None, bool]] = field(default_factory=list)   # attr, check, holds an Any
+    # attr, check, holds an Any, converter
+    checks: list[tuple[str, str | None, bool, str | None]] = field(default_factory=list)
     closed: bool = True
     provable: bool = True
 
@@ -142,6 +215,7 @@ class _Generator:
         self.check_roots: dict[str, dict[str, Any]] = {}
         self.names = itertools.count()
         self.aliases: list[tuple[str, str]] = []
+        self.seq_lists: list[tuple[str, str, int, int]] = []   # SeqList name, item annotation, bounds
         self.used_aliases: set[str] = set()
 
     # -- schema access -------------------------------------------------------------------------------------
@@ -176,6 +250,8 @@ class _Generator:
             raise Unsupported("false")
         if schema.get("x-fast") == "raw":
             return _Type("Raw", False, False, _ANY_KINDS)
+        if schema.get("x-fast") == "seqs":
+            return self._seq_list(schema["schema"], schema["base"])
         if schema.get("x-fast") == "at":   # a node of another document, spliced in
             return self._exact(schema["schema"], schema["base"])
         if "x-fast-tag" in schema:   # a stored line: its type is the tag of one union over every line
@@ -265,6 +341,21 @@ class _Generator:
             return self._object(schema, base, keys)
         raise Unsupported(f"type {kind}")
 
+    def _seq_list(self, schema: Any, base: str) -> _Type:
+        """A list of unique integers with both bounds, kept as its raw bytes and turned into its list by a SeqList
+        while decoding; any other schema is typed as it is. Its depth counts as a raw value's (0, where the list is
+        1): one level, far below the readers' cap, on lines whose messages the cap is checked on anyway."""
+        node, node_base = self.deref(schema, base)
+        item, item_base = self.deref(node.get("items"), node_base) if isinstance(node, dict) else (None, base)
+        if not (isinstance(node, dict) and set(node) - ANNOTATIONS == {"type", "items", "uniqueItems"}
+                and node["type"] == "array" and node["uniqueItems"] is True and isinstance(item, dict)
+                and set(item) - ANNOTATIONS == {"type", "minimum", "maximum"} and item["type"] == "integer"
+                and all(type(item[bound]) is int for bound in ("minimum", "maximum")) and item["minimum"] >= 0):
+            return self._exact(schema, base)
+        name = f"_seqs{next(self.names)}"
+        self.seq_lists.append((name, self._exact(item, item_base).source, item["minimum"], item["maximum"]))
+        return _Type("Raw", True, True, frozenset({"array"}), convert=name)
+
     @staticmethod
     def _annotated(annotation: str, meta: dict[str, Any]) -> str:
         given = {key: value for key, value in meta.items() if value is not None}
@@ -336,8 +427,8 @@ class _Generator:
             annotation = member.source
             cls.fields.append((attr, name, annotation, name in required))
             anyish = member.source.startswith(("Any", "dict[str, Any]")) or "Any]" in member.source
-            if member.check is not None or anyish:
-                cls.checks.append((attr, member.check, anyish))
+            if member.check is not None or anyish or member.convert is not None:
+                cls.checks.append((attr, member.check, anyish, member.convert))
             cls.closed = cls.closed and member.closed
             cls.provable = cls.provable and (member.provable or "Any" in member.source)
             if name[:1] in _DIGITS and _is_array_index(name):
@@ -410,12 +501,22 @@ class _Generator:
 
     # -- output ------------------------------------------------------------------------------------------
     def source(self) -> str:
-        lines = ["from __future__ import annotations", "from typing import Any, Literal, Union, Annotated",
+        # Annotations are evaluated as each class is defined (a class is generated after the classes it uses),
+        # so that msgspec and typing resolve objects rather than compile a string per field; only a recursive
+        # alias, defined after every class, is named as a string.
+        lines = ["from typing import Any, Literal, Union, Annotated",
                  "from msgspec import Struct, Meta, Raw, UNSET, UnsetType, field", ""]
+        aliases = {alias for alias, _ in self.aliases}
+        lines += [f"{name} = _SeqList({item}, {low}, {high})" for name, item, low, high in self.seq_lists]
+
+        def forward(annotation: str) -> str:
+            return re.sub(r"\bR\d+\b", lambda m: repr(m[0]) if m[0] in aliases else m[0], annotation)
+
         for cls in self.classes:
             options = "".join(f", {key}={value!r}" for key, value in cls.options.items())
             lines.append(f"class {cls.name}(Struct{options}):")
             for attr, name, annotation, required in cls.fields:
+                annotation = forward(annotation)
                 rename = "" if attr == name else f"name={name!r}"
                 if required:
                     lines.append(f"    {attr}: {annotation}" + (f" = field({rename})" if rename else ""))
@@ -424,9 +525,11 @@ class _Generator:
                     lines.append(f"    {attr}: Union[{annotation}, UnsetType] = field({default})")
             if cls.checks:
                 lines.append("    def __post_init__(self):")
-                for attr, check, anyish in cls.checks:
+                for attr, check, anyish, convert in cls.checks:
                     lines.append(f"        v = self.{attr}")
                     lines.append("        if v is not UNSET:")
+                    if convert is not None:
+                        lines.append(f"            self.{attr} = {convert}(v)")
                     if check is not None:
                         lines.append(f"            if not {check}(v): raise ValueError('schema')")
                     if anyish:
@@ -473,6 +576,9 @@ def _event_schema(envelope: dict[str, Any], kind: str, data_id: str, surface: bo
     required = list(envelope["required"])
     if surface:
         required.append("surfaceOp")
+        if "sourceEventSeqs" in properties:
+            properties["sourceEventSeqs"] = {"x-fast": "seqs", "schema": properties["sourceEventSeqs"],
+                                             "base": envelope["$id"]}
     else:
         properties.pop("surfaceOp", None)
         properties.pop("sourceEventSeqs", None)
@@ -570,11 +676,11 @@ def _build(generation: int) -> FastTypes:
     module = types.ModuleType(f"dsh_audit.fastpath._generated_v{generation}")
     checks = SourceCompiler(documents).build(gen.check_roots) if gen.check_roots else {}
     missing = set(gen.check_roots) - set(checks)
-    module.__dict__.update(checks, _plain=plain, _FLAGS=FLAGS, _unique_ints=unique_ints)
+    module.__dict__.update(checks, _plain=plain, _FLAGS=FLAGS, _unique_ints=unique_ints, _SeqList=SeqList)
     for name in missing:   # fastcheck cannot check it either: such a value is always doubtful
         module.__dict__[name] = _never
     sys.modules[module.__name__] = module
-    exec(compile(source, f"<{module.__name__}>", "exec"), module.__dict__)
+    exec(compiled(source, f"<{module.__name__}>"), module.__dict__)
     namespace = module.__dict__
 
     def decoder(annotation: str) -> msgspec.json.Decoder[Any]:

@@ -55,8 +55,9 @@ _FOLDED = frozenset({
     "assistant/message", "tool/call", "user/message", "image/offload", "subagent/descriptor", "compaction/end"})
 
 
-def message_bytes(raw: msgspec.Raw, kind: MessageType) -> tuple[Any, Any]:
+def message_bytes(raw: msgspec.Raw, kind: MessageType, prove: bool = True) -> tuple[Any, Any]:
     """(the typed message, the JSON.stringify bytes of it): the stored bytes when provably those, else serialized.
+    Without `prove` (no digest is computed, so no byte is hashed) the stored bytes stand for it unproved.
 
     The proof: msgspec writes every string (checked for every code point), safe integer and literal as
     JSON.stringify does, and JSON.stringify's text is the shortest of all JSON texts of a value (whitespace, a
@@ -80,6 +81,8 @@ def message_bytes(raw: msgspec.Raw, kind: MessageType) -> tuple[Any, Any]:
         except _DECODE_ERRORS:
             raise Doubt("message shape") from None
     stored = raw   # hashed as it is (Raw is a buffer over the line, which the surface then keeps alive)
+    if not prove:
+        return message, stored
     if (kind.provable and not (kind.anyish and FLAGS.unplain) and _CONTROL_ESCAPE(stored) is None
             and (_ENCODE_INTO(message, _SCRATCH), len(_SCRATCH))[1] == len(stored)):
         return message, stored
@@ -178,6 +181,8 @@ class FastVerifier:
             self.seed_cut = None
         self.events = 0
         self.keep_requests = keep_requests   # off: only counted, so memory stays bounded by the live surface
+        # Request digests only where an output shows them (verify's table does not): kept requests, model calls.
+        self.digests = keep_requests or model_calls
         self.requests = DigestSpool()   # their digests, when kept (verify --format json)
         self.request_count = 0
         # the fold
@@ -354,7 +359,7 @@ class FastVerifier:
 
     def _message(self, raw: msgspec.Raw, kind: str, above: int, line: bytes) -> tuple[Any, Any]:
         """A surface event's message, typed, and its bytes; `above`: the levels of the line above the message."""
-        message, stored = message_bytes(raw, self.types.messages[kind])
+        message, stored = message_bytes(raw, self.types.messages[kind], self.digests)
         if self.max_depth and len(line) > 2 * self.max_depth \
                 and not within(message, self.max_depth - above, self.types):
             self._depth_check(line)
@@ -731,7 +736,8 @@ class FastVerifier:
             request = _Request(step[0], step[1], attempt, seq, inherited)
         else:
             request = self._rebuilt(header, step, attempt, seq, bound, kind, time, inherited)
-        request.sha256 = self._digest(header)
+        if self.digests:
+            request.sha256 = self._digest(header)
         causes, self.pending_causes = self.pending_causes, []
         first = self.request_count == 0
         previous = self.previous_header

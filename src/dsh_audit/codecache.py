@@ -1,0 +1,70 @@
+"""Generated Python source compiled once per machine rather than once per process.
+
+The fast path's types and the schema checks (dsh_audit.fastcheck) are Python source generated from schemas/ at
+run time; compiling it is a third of their start-up on a small log. The code object is kept, as Python keeps a
+module's bytecode, in `$DSH_AUDIT_CACHE_DIR` (default `$XDG_CACHE_HOME/dsh-audit`, else `~/.cache/dsh-audit`),
+under the sha256 of the source and the interpreter's version, so an edited schema or generator, or another
+Python, never meets a stale entry. An empty DSH_AUDIT_CACHE_DIR turns the cache off. A cache that cannot be read
+or written is passed over: the source is compiled as if there were none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import marshal
+import os
+import sys
+from pathlib import Path
+from types import CodeType
+
+CACHE_DIR = "DSH_AUDIT_CACHE_DIR"
+
+
+def cache_dir() -> Path | None:
+    """Where compiled code is kept, or None when the cache is off."""
+    chosen = os.environ.get(CACHE_DIR)
+    if chosen is not None:
+        return Path(chosen) if chosen else None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base, "dsh-audit")
+
+
+def compiled(source: str, filename: str) -> CodeType:
+    """`compile(source, filename, "exec")`, without the caller's future flags, from the cache when it holds it."""
+    folder = cache_dir()
+    if folder is None:
+        return _compile(source, filename)
+    key = hashlib.sha256(f"{sys.version}\0{filename}\0{source}".encode()).hexdigest()
+    path = folder / f"{key}.code"
+    try:
+        code = marshal.loads(path.read_bytes())
+        if isinstance(code, CodeType):
+            return code
+    except (OSError, ValueError, EOFError, TypeError):   # absent, unreadable or torn: compiled again
+        pass
+    code = _compile(source, filename)
+    _keep(folder, path, marshal.dumps(code))
+    return code
+
+
+def _keep(folder: Path, path: Path, data: bytes) -> None:
+    """Write `path` whole or not at all: another process may be reading the same entry."""
+    import tempfile
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=f".{path.stem}.")
+    except OSError:
+        return
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+        os.replace(temporary, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+
+
+def _compile(source: str, filename: str) -> CodeType:
+    return compile(source, filename, "exec", dont_inherit=True)
