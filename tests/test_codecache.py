@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from types import CodeType
 
@@ -71,3 +72,21 @@ def test_the_default_follows_xdg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.delenv(codecache.CACHE_DIR, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert codecache.cache_dir() == tmp_path / "dsh-audit"
+
+
+@pytest.mark.parametrize("planted", ["link-to-dev-zero", "fifo", "folder"])
+def test_a_planted_entry_is_never_followed_or_read(planted: str, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """An entry is a file dsh-audit finds itself: a link (here to /dev/zero, which would never end), a FIFO
+    (which would block) or a folder in its place is passed over and the source compiled as if there were none."""
+    monkeypatch.setenv(codecache.CACHE_DIR, str(tmp_path))
+    codecache.compiled(SOURCE, "<row>")
+    (entry,) = tmp_path.glob("*.code")
+    entry.unlink()
+    if planted == "link-to-dev-zero":
+        entry.symlink_to("/dev/zero")
+    elif planted == "fifo":
+        os.mkfifo(entry)
+    else:
+        entry.mkdir()
+    assert _annotations(codecache.compiled(SOURCE, "<row>")) == {"seq": int}

@@ -5,7 +5,9 @@ run time; compiling it is a third of their start-up on a small log. The code obj
 module's bytecode, in `$DSH_AUDIT_CACHE_DIR` (default `$XDG_CACHE_HOME/dsh-audit`, else `~/.cache/dsh-audit`),
 under the sha256 of the source and the interpreter's version, so an edited schema or generator, or another
 Python, never meets a stale entry. An empty DSH_AUDIT_CACHE_DIR turns the cache off. A cache that cannot be read
-or written is passed over: the source is compiled as if there were none.
+or written is passed over: the source is compiled as if there were none. An entry is a file dsh-audit finds
+itself, so, as everywhere else (readers/found.py), a link there is not followed and only a regular file of
+bounded size is read.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ import contextlib
 import hashlib
 import marshal
 import os
+import stat
 import sys
 from pathlib import Path
 from types import CodeType
 
 CACHE_DIR = "DSH_AUDIT_CACHE_DIR"
+ENTRY_CAP = 16 << 20   # bytes; the largest entry (one generation's fast types) is about 0.5 MiB
 
 
 def cache_dir() -> Path | None:
@@ -38,14 +42,24 @@ def compiled(source: str, filename: str) -> CodeType:
     key = hashlib.sha256(f"{sys.version}\0{filename}\0{source}".encode()).hexdigest()
     path = folder / f"{key}.code"
     try:
-        code = marshal.loads(path.read_bytes())
+        code = marshal.loads(_entry(path))
         if isinstance(code, CodeType):
             return code
-    except (OSError, ValueError, EOFError, TypeError):   # absent, unreadable or torn: compiled again
+    except (OSError, ValueError, EOFError, TypeError):   # absent, a link, unreadable or torn: compiled again
         pass
     code = _compile(source, filename)
     _keep(folder, path, marshal.dumps(code))
     return code
+
+
+def _entry(path: Path) -> bytes:
+    """The entry's bytes: never through a link, from a regular file of at most ENTRY_CAP bytes."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(descriptor, "rb") as handle:
+        status = os.fstat(handle.fileno())
+        if not stat.S_ISREG(status.st_mode) or status.st_size > ENTRY_CAP:
+            raise ValueError(f"{path}: not a cache entry")
+        return handle.read(ENTRY_CAP + 1)
 
 
 def _keep(folder: Path, path: Path, data: bytes) -> None:
