@@ -126,7 +126,7 @@ def test_explain_gives_the_verdict_on_a_session_of_a_sqlite_store(tmp_path: Path
     code, out = explain(store, "1.1")
     assert code == 0
     assert out.splitlines()[1:] == ["no cache read logged (its usage has no cacheReadTokens): what the provider read "
-                                    "from its cache is unknown", "first request of the log"]
+                                    "from its cache is unknown", "cache block 128 tokens", "first request of the log"]
 
 
 def test_a_collapse_after_a_change_of_request_options_alone_is_unexplained_in_both(tmp_path: Path) -> None:
