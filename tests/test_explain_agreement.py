@@ -1,11 +1,14 @@
 """explain and cache-report share one verdict per request (reports.verdict.unexplained): on generated collapse
 cases — each cause cache-report names, none, an options change alone, an edit the log does not record — explain
-exits 1 on a request exactly where `cache-report --fail-on-unexplained` fails naming it; and explain shows the time
-since the predecessor, the cache block, what the collapse cost and, for the provider's own, the evidence."""
+exits 1 on a request exactly where `cache-report --fail-on-unexplained` fails naming it, and it agrees on every
+request of the benchmark's generated logs; and explain shows the time since the predecessor, the cache block,
+what the collapse cost and, for the provider's own, the evidence. (The corpus: tests/test_explain_verdict.py.)"""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,10 +18,13 @@ from click.testing import CliRunner
 
 from dsh_audit.cli import main
 from dsh_audit.explain import explain_request
+from dsh_audit.readers import open_logs
 from dsh_audit.reports.cache_report import build_cache_report
 from dsh_audit.reports.verdict import unexplained, verdict
 from logbuilder import LogBuilder
 from test_cache_report import TOOL_A, TOOL_B, steady_log, turn, write_jsonl
+
+GENERATOR = Path(__file__).resolve().parents[1] / "benchmarks" / "generate_log.py"
 
 
 def edited_answer(reads: int) -> LogBuilder:
@@ -141,3 +147,20 @@ def test_a_collapse_a_logged_event_explains_has_its_cost_and_no_evidence(tmp_pat
     document = json.loads(CliRunner().invoke(main, ["explain", str(path), "3.1", "--format", "json"]).stdout)
     assert document["cache"]["kind"] == "collapse" and document["collapse_cost_usd"] > 0
     assert (document["since_predecessor_ms"], document["evidence"], document["unexplained"]) == (4_000, None, False)
+
+
+@pytest.mark.parametrize("generation", ["0", "4"])
+def test_explain_agrees_on_every_request_of_a_benchmark_log(generation: str, tmp_path: Path) -> None:
+    """The benchmark's generator at 400 KB: 18 requests, one of them a collapse its compaction explains."""
+    path = tmp_path / "bench.jsonl"
+    subprocess.run([sys.executable, str(GENERATOR), "--size", "400KB", "--seed", "3", "--compaction", "once",
+                    "--generation", generation, "--out", str(path)], check=True, capture_output=True, timeout=300)
+    rows = request_rows(path)
+    kinds = []
+    for row in rows:
+        [source] = open_logs(path)
+        explanation = explain_request(source, row["turn"], row["step"], row["attempt"])
+        assert (explanation.cache, explanation.unexplained) == (verdict(row), unexplained(row)), name(row)
+        assert explanation.collapse_cost_usd == row["collapseCostUsd"]
+        kinds.append(explanation.cache.kind)
+    assert len(rows) == 18 and kinds.count("collapse") == 1 and kinds.count("healthy") >= 14
