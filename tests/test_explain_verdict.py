@@ -38,8 +38,9 @@ def assert_explain_agrees(path: Path) -> int:
     where cache-report's gate fails, with the row's cost and block; the requests compared. A request explain
     cannot compare (no request/header in force) is no unexplained collapse either."""
     rows = request_rows(path)
-    for row in rows:
+    for at, row in enumerate(rows):
         [source] = [source for source in open_logs(path) if source.label == row["log"]]
+        before = rows[at - 1] if at and rows[at - 1]["log"] == row["log"] else None
         try:
             explanation = explain_request(source, row["turn"], row["step"], row["attempt"])
         except DshAuditError as error:
@@ -48,6 +49,9 @@ def assert_explain_agrees(path: Path) -> int:
         assert explanation.cache == verdict(row), (path, explanation.name)
         assert explanation.unexplained is unexplained(row), (path, explanation.name)
         assert explanation.collapse_cost_usd == row["collapseCostUsd"] and explanation.cache_block == 128
+        # the time since the predecessor is read from the row before: the predecessor explain compares with
+        assert explanation.predecessor == (None if before is None else
+                                           f"{before['turn']}.{before['step']}#{before['attempt']}")
     return len(rows)
 
 
