@@ -97,7 +97,7 @@ def test_a_resume_boundary_is_named_though_the_prefix_held() -> None:
     assert result.causes[0].seq == end_seed
 
 
-def test_an_unlogged_edit_of_a_message_is_unexplained_at_that_message() -> None:
+def test_an_unlogged_edit_of_a_message_is_unlogged_at_that_message() -> None:
     log = steady_log()
     answer = next(e for e in log.events if e["type"] == "assistant/message")    # turn 1's answer
     block = {"type": "text", "text": answer["data"]["message"]["content"][0]["text"]}
@@ -109,7 +109,7 @@ def test_an_unlogged_edit_of_a_message_is_unexplained_at_that_message() -> None:
         event["seq"] = seq
     answer["data"]["message"]["content"][0]["text"] = "an answer edited after the model wrote it"
     result = explained(log, 2)
-    assert (result.verdict, result.divergence.message_index, result.divergence.generated) == ("unexplained", 1, True)
+    assert (result.verdict, result.divergence.message_index, result.divergence.generated) == ("unlogged", 1, True)
     generated = on_wire({**answer["data"]["message"], "content": [block]})
     edited = on_wire(answer["data"]["message"])
     assert result.divergence.part_offset == first_difference(generated, edited)
@@ -172,11 +172,12 @@ def test_the_human_and_json_views_carry_the_wire_and_the_logged_only_messages(tm
     assert text.exit_code == 0
     lines = text.stdout.splitlines()
     assert lines[1] == "no usage logged: what the provider read from its cache is unknown"   # cache-report's verdict
-    assert lines[2].startswith("first divergence: message 2, wire message 3, byte 31 of it (byte ")
-    assert "of the wire body), after " in lines[2]
-    assert lines[3] == '  cached:  {"role":"user","content":"' + "again " * 7 + "aga…"
-    assert lines[4] == '  request: {"role":"user","content":"again, edited"}'
-    assert lines[5] == f"logged only, alike on the wire: message 0 ({', '.join(COMPACTED)})"
+    assert lines[2] == "sent 0 ms after 2.1#1; cache block 128 tokens"   # the builder logs every event at time 0
+    assert lines[3].startswith("first divergence: message 2, wire message 3, byte 31 of it (byte ")
+    assert "of the wire body), after " in lines[3]
+    assert lines[4] == '  cached:  {"role":"user","content":"' + "again " * 7 + "aga…"
+    assert lines[5] == '  request: {"role":"user","content":"again, edited"}'
+    assert lines[6] == f"logged only, alike on the wire: message 0 ({', '.join(COMPACTED)})"
     document = json.loads(CliRunner().invoke(main, ["explain", str(path), "3.1", "--format", "json"]).stdout)
     assert (document["basis"], document["note"], document["divergence"]["wire_index"]) == ("wire", None, 3)
     assert document["logged_only"] == [{"message_index": 0, "fields": COMPACTED}]

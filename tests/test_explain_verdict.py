@@ -14,10 +14,11 @@ from click.testing import CliRunner
 
 from conftest_reference import LOGS_ROOT, session_log_paths
 from dsh_audit.cli import main
+from dsh_audit.errors import DshAuditError
 from dsh_audit.explain import explain_request
 from dsh_audit.readers import open_logs
 from dsh_audit.reports.cache_report import build_cache_report
-from dsh_audit.reports.verdict import verdict
+from dsh_audit.reports.verdict import unexplained, verdict
 from test_cache_report import TOOL_A, steady_log, turn, write_jsonl
 from test_hostile_inputs import build_store
 from test_views import collapsing_log
@@ -33,12 +34,24 @@ def request_rows(path: Path) -> list[dict[str, Any]]:
 
 
 def assert_explain_agrees(path: Path) -> int:
-    """explain's verdict on every request of `path` is cache-report's on its row; the requests compared."""
+    """explain's verdict on every request of `path` is cache-report's on its row, unexplained (exit 1) exactly
+    where cache-report's gate fails, with the row's cost and block; the requests compared. A request explain
+    cannot compare (no request/header in force) is no unexplained collapse either."""
     rows = request_rows(path)
-    for row in rows:
+    for at, row in enumerate(rows):
         [source] = [source for source in open_logs(path) if source.label == row["log"]]
-        explanation = explain_request(source, row["turn"], row["step"], row["attempt"])
+        before = rows[at - 1] if at and rows[at - 1]["log"] == row["log"] else None
+        try:
+            explanation = explain_request(source, row["turn"], row["step"], row["attempt"])
+        except DshAuditError as error:
+            assert "no request/header in force" in error.message and not unexplained(row), (path, row["seq"])
+            continue
         assert explanation.cache == verdict(row), (path, explanation.name)
+        assert explanation.unexplained is unexplained(row), (path, explanation.name)
+        assert explanation.collapse_cost_usd == row["collapseCostUsd"] and explanation.cache_block == 128
+        # the time since the predecessor is read from the row before: the predecessor explain compares with
+        assert explanation.predecessor == (None if before is None else
+                                           f"{before['turn']}.{before['step']}#{before['attempt']}")
     return len(rows)
 
 
@@ -53,11 +66,11 @@ def test_explain_agrees_with_cache_report_on_every_request_of_the_wild_logs() ->
 
 
 @pytest.mark.skipif(not session_log_paths(), reason=f"shared corpus {LOGS_ROOT} not present")
-def test_explain_agrees_with_cache_report_on_every_request_of_the_corpus_logs_with_usage() -> None:
-    with_usage = [LOGS_ROOT / path for path in session_log_paths()
-                  if any(row["cacheReadTokens"] is not None for row in request_rows(LOGS_ROOT / path))]
-    assert len(with_usage) >= 30
-    assert sum(map(assert_explain_agrees, with_usage)) >= 79
+def test_explain_agrees_with_cache_report_on_every_request_of_the_corpus_logs() -> None:
+    paths = [LOGS_ROOT / path for path in session_log_paths()]
+    with_usage = [path for path in paths if any(row["cacheReadTokens"] is not None for row in request_rows(path))]
+    assert len(paths) >= 50 and len(with_usage) >= 30
+    assert sum(map(assert_explain_agrees, paths)) >= 210
 
 
 def explain(*args: str) -> tuple[int, str]:
@@ -126,7 +139,7 @@ def test_explain_gives_the_verdict_on_a_session_of_a_sqlite_store(tmp_path: Path
     code, out = explain(store, "1.1")
     assert code == 0
     assert out.splitlines()[1:] == ["no cache read logged (its usage has no cacheReadTokens): what the provider read "
-                                    "from its cache is unknown", "first request of the log"]
+                                    "from its cache is unknown", "cache block 128 tokens", "first request of the log"]
 
 
 def test_a_collapse_after_a_change_of_request_options_alone_is_unexplained_in_both(tmp_path: Path) -> None:

@@ -8,11 +8,14 @@ first part that differs is the divergence: where (wire message index and the log
 offset in that part's serialization, byte offset in the wire body, token offset in the linearized prompt) and
 a short excerpt of both sides. Messages ahead of it that differ only as logged (an id, a compaction's source)
 are listed apart: they do not break the prefix. Then the logged events between the two requests that explain
-it (seq, type, reason) — or "unexplained", with what the log would have needed to hold. A request the adapter
+it (seq, type, reason) — or "unlogged", with what the log would have needed to hold. A request the adapter
 cannot render (another provider's, a scrubbed header, an image for an image model) is compared as logged.
 
 What the provider did read is cache-report's to judge: the explanation carries cache-report's verdict on the
-request's row (reports.verdict), in its words, so the two never disagree about a request.
+request's row (reports.verdict), in its words, and whether it is unexplained is that verdict's, so the two never
+disagree about a request. With it come the row's facts: the time since the predecessor was sent, the cache block,
+what the collapse cost, and for a collapse that is the provider's own the time weighed against the cache's
+documented lifetime.
 """
 
 from __future__ import annotations
@@ -29,9 +32,10 @@ from .fold import Cause, RebuiltRequest
 from .jsjson import dumps_bytes
 from .model_calls import Call, SideCalls
 from .records import LogSource
-from .reports.cache_report import UNEXPLAINED, CacheOptions, CallTaker, calls_frame, judged_rows
+from .reports.cache_report import UNEXPLAINED, CacheOptions, CallTaker, calls_frame, judge, with_block
 from .reports.prediction import RealHeader
 from .reports.verdict import Verdict, verdict
+from .reports.views import duration
 from .surface import derive_message
 from .text import head, is_boundary, tail
 from .tokens import common_prefix_length, token_ids
@@ -81,16 +85,21 @@ class LoggedOnly:
 class Explanation:
     name: str                                # turn.step#attempt of the request explained
     predecessor: str | None
-    verdict: str                             # "first request" | "extends" | "explained" | "unexplained"
+    verdict: str                             # "first request" | "extends" | "explained" | "unlogged"
     divergence: Divergence | None = None
     causes: list[LoggedCause] = field(default_factory=list)
-    needed: str | None = None                # for "unexplained": what the log would have needed
+    needed: str | None = None                # for "unlogged": what the log would have needed
     appended: int = 0                        # messages this request adds after the cached ones
     basis: str | None = None                 # "wire" (the DeepSeek body) | "logged" (the fallback) | None (first)
     note: str | None = None                  # with basis "logged": why the wire was not compared
     logged_only: list[LoggedOnly] = field(default_factory=list)
     side_calls: list[int] = field(default_factory=list)   # seqs of the product's side calls since the predecessor
     cache: Verdict | None = None             # cache-report's verdict on the request's row (None: no such row)
+    unexplained: bool = False                # that verdict is an unexplained collapse: exit 1, as cache-report's gate
+    since_predecessor_ms: int | None = None  # from the predecessor's dispatch to this one's, by the log's event times
+    cache_block: int | None = None           # tokens; the block cache-report judged the log by
+    collapse_cost_usd: float | None = None   # cache-report's collapseCostUsd: what the collapse cost (None: none)
+    evidence: str | None = None              # a collapse that is the provider's own: elapsed time against lifetime
 
 
 def _name(request: RebuiltRequest) -> str:
@@ -192,31 +201,65 @@ def explain_request(source: LogSource, turn: int, step: int, attempt: int | None
         return None
 
     options = CacheOptions()
-    frame = calls_frame(source, options, RealHeader(options.system, options.tools), steps())
+    frame, block = with_block(calls_frame(source, options, RealHeader(options.system, options.tools), steps()),
+                              options)
     if explained is None:
         wanted = f"{turn}.{step}" + (f"#{attempt}" if attempt is not None else "")
         raise DshAuditError(f"no request {wanted} in this log (audit rebuild --format digest lists them)",
                             path=source.label)
     if refused is not None:
         raise refused
-    return _with_usage(explained, judged_rows(frame, options))
+    explained.cache_block = block
+    return _with_usage(explained, judge(frame, options.collapse_ratio).to_dicts())
 
 
 # Why a collapse where the prompt extends what was cached, and no event was logged, is the provider's own.
 PROVIDER_OWN = ("the prompt extends what was cached, so a collapse here is the provider's own (cache expiry or "
                 "eviction): a break the log caused would show as a request/header change, a surface replace or a "
                 "resume logged before it")
+# DeepSeek's Context Caching guide (api-docs.deepseek.com/guides/kv_cache): a cache no longer in use is cleared
+# "usually within a few hours to a few days", and hits are best-effort. It documents no shorter lifetime, so an
+# entry unused for less than an hour is taken as not expired (docs/explain.md).
+CACHE_LIFETIME = ("DeepSeek's Context Caching guide: a cache no longer in use is cleared within a few hours to a "
+                  "few days")
+EXPIRY_FLOOR_MS = 3_600_000
 
 
 def _with_usage(explanation: Explanation, rows: list[dict[str, Any]]) -> Explanation:
-    """The explanation with cache-report's verdict on the request (its row of `cache-report LOG`)."""
-    row = next((row for row in rows if row["kind"] == "request"
-                and f"{row['turn']}.{row['step']}#{row['attempt']}" == explanation.name), None)
-    explanation.cache = None if row is None else verdict(row)
+    """The explanation with cache-report's verdict on the request (its row of `cache-report LOG`) and the row's
+    facts: the time since its predecessor (the request row before it), what its collapse cost."""
+    requests = [row for row in rows if row["kind"] == "request"]
+    at = next((at for at, row in enumerate(requests)
+               if f"{row['turn']}.{row['step']}#{row['attempt']}" == explanation.name), None)
+    if at is None:
+        return explanation
+    row = requests[at]
+    explanation.cache = verdict(row)
+    explanation.unexplained = explanation.cache.unexplained
+    explanation.collapse_cost_usd = row["collapseCostUsd"]
+    before = requests[at - 1]["timeMs"] if at > 0 else None
+    if before is not None and row["timeMs"] is not None:
+        explanation.since_predecessor_ms = row["timeMs"] - before
     # No divergence, and no logged event cache-report takes as a cause (a change of request options is none).
-    if explanation.divergence is None and row is not None and row["cause"] == UNEXPLAINED:
+    if explanation.divergence is None and row["cause"] == UNEXPLAINED:
         explanation.needed = PROVIDER_OWN
+        if row["collapse"]:
+            explanation.evidence = _evidence(explanation.since_predecessor_ms, explanation.predecessor)
     return explanation
+
+
+def _evidence(elapsed_ms: int | None, predecessor: str | None) -> str:
+    """A collapse that is the provider's own: which of expiry or eviction the time since the predecessor makes
+    likely, against the cache's documented lifetime."""
+    if elapsed_ms is None or elapsed_ms < 0:
+        why = "not logged" if elapsed_ms is None else "negative by the log's times"
+        return f"the time since {predecessor} is {why}: expiry cannot be weighed ({CACHE_LIFETIME})"
+    sent = f"sent {duration(elapsed_ms)} after {predecessor}"
+    if elapsed_ms < EXPIRY_FLOOR_MS:
+        return (f"{sent}, well within the cache's documented lifetime, so expiry is unlikely: the cache is "
+                "best-effort, and an eviction or a miss on the provider's side is the likelier cause "
+                f"({CACHE_LIFETIME})")
+    return f"{sent}, an hour or more: the cache may have expired ({CACHE_LIFETIME})"
 
 
 def _explain(request: RebuiltRequest, previous: tuple[RebuiltRequest, Any | None] | None) -> Explanation:
@@ -233,7 +276,7 @@ def _explain(request: RebuiltRequest, previous: tuple[RebuiltRequest, Any | None
         if causes:
             explanation.verdict = "explained"   # logged as a break though the prefix held (a resume, say)
         return explanation
-    explanation.verdict = "explained" if causes else "unexplained"
+    explanation.verdict = "explained" if causes else "unlogged"
     if not causes:
         explanation.needed = _needed(explanation.divergence)
     return explanation

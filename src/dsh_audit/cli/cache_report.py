@@ -137,8 +137,9 @@ def cache_report(logs: tuple[Path, ...], session: str | None, fmt: str | None, o
     import polars as pl
 
     from ..reports import cache_view
-    from ..reports.cache_report import SCHEMA_VERSION, UNEXPLAINED, CacheOptions, build_cache_report
+    from ..reports.cache_report import SCHEMA_VERSION, CacheOptions, build_cache_report
     from ..reports.render import check_frame_output, write_frame
+    from ..reports.verdict import unexplained as is_unexplained
     from ..sinks import output_format
 
     flat = _prices(prices_file, (price_hit, price_miss, price_output))
@@ -168,7 +169,7 @@ def cache_report(logs: tuple[Path, ...], session: str | None, fmt: str | None, o
     tell_skipped([] if chosen == "table" else report.skipped)
     if fail_on_unexplained and report.unreadable:   # a gate cannot say there is none in a log it did not read
         raise DshAuditError(f"--fail-on-unexplained: {len(report.unreadable)} log(s) could not be read")
-    unexplained = report.requests.filter(pl.col("collapse") & (pl.col("cause") == UNEXPLAINED)).to_dicts()
+    unexplained = [row for row in report.requests.filter(pl.col("collapse")).to_dicts() if is_unexplained(row)]
     if fail_on_unexplained and unexplained:
         named = "; ".join(f"{cache_view.call_name(row)} of {row['log']} (see {cache_view.explain_command(row)})"
                           for row in unexplained[:5])

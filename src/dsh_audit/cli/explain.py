@@ -1,12 +1,11 @@
 """`audit explain LOG TURN.STEP[#ATTEMPT]`: cache-report's verdict on a request, the first divergence between it
-and what the cache could hold before it, and the logged event that explains it. Exit codes: 0 extends or
-explained, 1 unexplained (a divergence no logged event explains, or an unexplained collapse), 2 unreadable
-input, bad usage or no such request."""
+and what the cache could hold before it, and the logged event that explains it. Exit codes: 1 where that verdict
+is an unexplained collapse (reports.verdict.unexplained, cache-report --fail-on-unexplained's test), else 0; 2
+unreadable input, bad usage or no such request."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
@@ -14,23 +13,14 @@ from ..errors import DshAuditError
 from . import EXIT_CLEAN, EXIT_FINDINGS
 from .options import COLOR_OPTION, SESSION_OPTION, chosen_log, format_option, parse_step, this_terminal
 
-if TYPE_CHECKING:
-    from ..explain import Explanation
-
-
-def unexplained(explanation: Explanation) -> bool:
-    """A divergence no logged event explains, or a collapse cache-report calls unexplained: exit 1."""
-    return explanation.verdict == "unexplained" or (explanation.cache is not None
-                                                    and explanation.cache.kind == "unexplained-collapse")
-
 
 @click.command("explain", epilog="""\b
 Examples:
   audit explain session.v3.jsonl 1.2#2    why request 1.2#2 did (not) extend what was cached before it
   audit explain --session 3f2a 4.1        the first attempt of turn 4, step 1
-Exit codes: 0 it extends its predecessor or a logged event explains the break, 1 unexplained
-(a divergence no logged event explains, or an unexplained collapse), 2 unreadable input, bad usage
-or no such request, 3 internal error, 130 interrupted.""")
+Exit codes: 0 no unexplained collapse, 1 a collapse cache-report calls unexplained (as
+cache-report --fail-on-unexplained fails on it), 2 unreadable input, bad usage or no such request,
+3 internal error, 130 interrupted.""")
 @click.argument("log", required=False, type=click.Path(path_type=Path))
 @click.argument("request", required=False, metavar="TURN.STEP[#ATTEMPT]")
 @SESSION_OPTION
@@ -38,7 +28,8 @@ or no such request, 3 internal error, 130 interrupted.""")
 @COLOR_OPTION
 def explain(log: Path | None, request: str | None, session: str | None, fmt: str, color: str | None) -> int:
     """Where request TURN.STEP[#ATTEMPT] of LOG first differs from what the provider could have cached before it
-    (its predecessor's prompt and answer), and the logged event that explains it, or "unexplained"."""
+    (its predecessor's prompt and answer), the logged event that explains it, and cache-report's verdict on it:
+    its read, the time since its predecessor, the cache block and what a collapse cost."""
     if session is not None and request is None and log is not None:   # `--session ID 1.2`: LOG is the request
         log, request = None, str(log)
     wanted = parse_step(request, "TURN.STEP[#ATTEMPT]")
@@ -63,4 +54,4 @@ def explain(log: Path | None, request: str | None, session: str | None, fmt: str
 
         term = this_terminal()
         show(term, "\n".join(render(explanation, source.label, term)))
-    return EXIT_FINDINGS if unexplained(explanation) else EXIT_CLEAN
+    return EXIT_FINDINGS if explanation.unexplained else EXIT_CLEAN

@@ -1,12 +1,14 @@
 """The terminal view of `audit explain`: the request and what it is held against, cache-report's verdict, the
-first divergence with both sides shown, and the logged events that explain it (or "unexplained")."""
+facts of its row (time since the predecessor, cache block, what a collapse cost), the first divergence with both
+sides shown, the logged events that explain it (or "unlogged"), and for a collapse that is the provider's own the
+evidence."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ..explain import Explanation
-from .views import Terminal, shown_path, wrap
+from .views import Terminal, duration, shown_path, usd, wrap
 
 VERDICT_STYLES: dict[str, dict[str, Any]] = {"healthy": {"fg": "green"}, "cross-session-read": {"fg": "cyan"},
                                              "collapse": {"fg": "red"}, "unexplained-collapse": {"fg": "red",
@@ -22,6 +24,7 @@ def render(explanation: Explanation, label: str, term: Terminal) -> list[str]:
         lines.append((explanation.note, {"fg": "yellow"}))
     if explanation.cache is not None:
         lines.append((explanation.cache.text, VERDICT_STYLES.get(explanation.cache.kind, {})))
+        lines.append(("; ".join(_facts(explanation)), {}))
     divergence = explanation.divergence
     if explanation.verdict == "first request":
         if explanation.cache is None or explanation.cache.kind not in ("first-request", "cross-session-read"):
@@ -53,8 +56,27 @@ def render(explanation: Explanation, label: str, term: Terminal) -> list[str]:
                       "them, unpriced)", {}))
     for cause in explanation.causes:
         lines.append((f"logged: seq {cause.seq} {cause.type} ({cause.reason})", {"fg": "cyan"}))
-    if explanation.verdict == "unexplained":
+    if explanation.verdict == "unlogged" and explanation.unexplained:
         lines.append((f"unexplained: {explanation.needed}", {"fg": "red", "bold": True}))
+    elif explanation.verdict == "unlogged":   # a break the log does not record, but no unexplained collapse
+        lines.append((f"unlogged: {explanation.needed}; the provider's read shows no unexplained collapse (audit "
+                      "verify reports the break)", {"fg": "yellow"}))
     elif explanation.needed:
         lines.append((f"not a break in the log: {explanation.needed}", {}))
+    if explanation.evidence:
+        lines.append((f"evidence: {explanation.evidence}", {"fg": "red" if explanation.unexplained else None}))
     return [term.style(part, **how) for line, how in lines for part in wrap(line, term.width, "")]
+
+
+def _facts(explanation: Explanation) -> list[str]:
+    """The row's facts beside the verdict: the time since the predecessor, the cache block, what a collapse cost."""
+    facts = []
+    if explanation.since_predecessor_ms is not None:
+        facts.append(f"sent {duration(explanation.since_predecessor_ms)} after {explanation.predecessor}"
+                     if explanation.since_predecessor_ms >= 0 else
+                     f"sent before {explanation.predecessor} by the log's times")
+    if explanation.cache_block is not None:
+        facts.append(f"cache block {explanation.cache_block} tokens")
+    if explanation.collapse_cost_usd is not None:
+        facts.append(f"the collapse cost {usd(explanation.collapse_cost_usd)}")
+    return facts

@@ -4,6 +4,9 @@
 The verdict reads only the judged row (cache_report.judge): the logged usage, the expected read and the
 predecessor's read, the collapse and its cause. A first request is the first of its log; a read on it came from
 the provider's cache of another session (the same prompt head sent before), not from this log.
+
+`unexplained` is the one test of a request cache-report calls an unexplained collapse: `cache-report
+--fail-on-unexplained` and `audit explain` exit 1 on it, and on nothing else.
 """
 
 from __future__ import annotations
@@ -14,12 +17,22 @@ from typing import Any
 from .cache_report import UNEXPLAINED
 
 FIRST_REQUEST = "first-request"   # cache_report's cause for a log's first request
+UNEXPLAINED_COLLAPSE = "unexplained-collapse"
 
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
     kind: str   # first-request | cross-session-read | healthy | collapse | unexplained-collapse | no-usage | one-shot
     text: str
+
+    @property
+    def unexplained(self) -> bool:
+        return self.kind == UNEXPLAINED_COLLAPSE
+
+
+def unexplained(row: dict[str, Any]) -> bool:
+    """A request's collapse no logged event explains: exit 1 for cache-report's gate and for explain alike."""
+    return row["kind"] == "request" and bool(row["collapse"]) and row["cause"] == UNEXPLAINED
 
 
 def _share(row: dict[str, Any]) -> str:
@@ -48,9 +61,8 @@ def verdict(row: dict[str, Any]) -> Verdict:
                                       f"{_share(row)}")
     expected = "" if row["expectedCacheReadTokens"] is None else f", expected {row['expectedCacheReadTokens']:,}"
     if row["collapse"]:
-        unexplained = row["cause"] == UNEXPLAINED
-        said = "unexplained collapse" if unexplained else f"collapse ({row['cause']})"
+        said = "unexplained collapse" if unexplained(row) else f"collapse ({row['cause']})"
         was = "" if row["previousCacheReadTokens"] is None else f" (was {row['previousCacheReadTokens']:,})"
-        return Verdict("unexplained-collapse" if unexplained else "collapse",
+        return Verdict(UNEXPLAINED_COLLAPSE if unexplained(row) else "collapse",
                        f"{said}: read {reads:,}{was}{expected}{_share(row)}")
     return Verdict("healthy", f"healthy: read {reads:,}{expected}{_share(row)}")

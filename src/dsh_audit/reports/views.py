@@ -58,6 +58,20 @@ def usd(value: Any) -> str:
     return f"${amount:.{digits + 1}f}"
 
 
+def duration(ms: int) -> str:
+    """Milliseconds as a person reads a wait: 850 ms, 15.9 s, 4 min 12 s, 2 h 5 min, 3 d 2 h."""
+    if ms < 1000:
+        return f"{ms} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    seconds = ms // 1000
+    for unit, size, smaller, small_size in (("d", 86_400, "h", 3_600), ("h", 3_600, "min", 60)):
+        if seconds >= size:
+            whole, rest = divmod(seconds, size)
+            return f"{whole} {unit} {rest // small_size} {smaller}"
+    return f"{seconds // 60} min {seconds % 60} s"
+
+
 NO_USAGE = "no usage logged"
 
 
