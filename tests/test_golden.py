@@ -3,6 +3,7 @@ The corpus is read-only, so every test works on copies in tmp_path."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -14,7 +15,7 @@ from click.testing import CliRunner
 from conftest_reference import LOGS_ROOT, require_corpus
 from dsh_audit import reconstruct_file
 from dsh_audit.cli import main
-from dsh_audit.golden import GOLDEN_NAME
+from dsh_audit.golden import GOLDEN_NAME, body_text
 
 require_corpus()
 
@@ -98,7 +99,7 @@ def test_full_golden_names_the_differing_message_and_path(logs: Path) -> None:
     run("golden", "update", "--full", str(logs))
     document = json.loads((logs / GOLDEN_NAME).read_text())
     request = document["logs"]["lsp-definition/session.jsonl"]["requests"][0]
-    assert json.loads(request["body"])["messages"]
+    assert json.loads(body_text(request["body"], document["bodies"]) or "")["messages"]
     edit_first_user_text(logs / "lsp-definition/session.jsonl")
     code, out = run("golden", "check", str(logs))
     assert code == 1
@@ -186,3 +187,52 @@ def test_golden_pins_the_generation_and_a_dsh_upgrade_shows_in_the_check(tmp_pat
     shutil.copyfile(sample / "session.v3.jsonl", logs / "session.v3.jsonl")
     code, out = run("golden", "check", str(logs))
     assert code == 1 and "session.v3.jsonl" in out and "- log is in the golden file but no longer" in out
+
+
+def test_full_golden_stores_each_piece_once_and_gives_every_body_back(logs: Path) -> None:
+    """A conversation's requests repeat their history: each message is kept once in `bodies`, and every body
+    comes back from its pieces byte for byte (its SHA-256 is the one pinned)."""
+    assert run("golden", "update", "--full", str(logs))[0] == 0
+    text = (logs / GOLDEN_NAME).read_text()
+    document = json.loads(text)
+    assert document["format"] == "dsh-audit-golden/2"
+    pieces = document["bodies"]
+    whole = 0
+    for pinned in document["logs"].values():
+        for stored in pinned["requests"]:
+            body = (body_text(stored["body"], pieces) or "").encode()
+            assert hashlib.sha256(body).hexdigest() == stored["sha256"]
+            assert isinstance(stored["body"], list)   # split into pieces, not kept whole
+            whole += len(body)
+    assert len(set(pieces.values())) == len(pieces)          # no piece twice
+    assert len(text.encode()) < whole                         # smaller than the bodies it holds
+
+
+def test_a_body_its_pieces_would_not_give_back_is_kept_whole() -> None:
+    from dsh_audit.golden import _stored
+
+    bodies: dict[str, str] = {}
+    for body in ('{"model":"m","messages":[{"role":"user","content":"hi"}]}',   # JSON.stringify's bytes
+                 '{"model": "m", "messages": []}',                            # other bytes: whole
+                 '{"temperature":1.0,"messages":[]}',                          # 1.0 is 1 to JSON.stringify
+                 'not json'):
+        stored = _stored(body, bodies)
+        assert body_text(stored, bodies) == body
+        assert isinstance(stored, list) is body.startswith('{"model":"m"')
+
+
+def test_a_golden_file_of_format_1_is_still_read(logs: Path) -> None:
+    """A --full file written before bodies were split keeps each body as a string: check still reads it and
+    shows what changed in the body."""
+    assert run("golden", "update", "--full", str(logs))[0] == 0
+    document = json.loads((logs / GOLDEN_NAME).read_text())
+    pieces = document.pop("bodies")
+    document["format"] = "dsh-audit-golden/1"
+    for pinned in document["logs"].values():
+        for request in pinned["requests"]:
+            request["body"] = body_text(request["body"], pieces)
+    (logs / GOLDEN_NAME).write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
+    assert run("golden", "check", str(logs))[0] == 0
+    edit_first_user_text(logs / "lsp-definition/session.jsonl")
+    code, out = run("golden", "check", str(logs))
+    assert code == 1 and "root['messages'][0]['content'][0]['text']" in out

@@ -3,12 +3,14 @@ file beside the logs, and a per-step diff when a rebuild changes.
 
 The golden file is `DIR/dsh-audit.golden.json`, keyed by each log's path relative to DIR (SQLite sessions as
 `path#sessionId`). It is written atomically with sorted keys; the logs themselves are only ever read. With
-`full`, each request also keeps its exact body as a string (a parsed body would lose the key order the bytes
-depend on), so a check can name the first differing message and JSON path.
+`full`, each request also keeps its exact body, so a check can show what changed. A body is stored as pieces
+(each top-level value, each message) named by their digest in the file's one `bodies` table: a conversation's
+requests repeat their history, so each message is stored once, not once per later request.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterator
@@ -18,6 +20,7 @@ from typing import Any
 
 from .errors import DshAuditError, LogReadError
 from .findings import Finding
+from .jsjson import dumps
 from .output import write_output
 from .readers import discover, open_logs
 from .readers.discover import Skipped
@@ -27,7 +30,8 @@ from .readers.limits import LINE_ENV, InputLimits, located
 from .reconstruct import iter_requests
 
 GOLDEN_NAME = "dsh-audit.golden.json"
-FORMAT = "dsh-audit-golden/1"
+FORMAT = "dsh-audit-golden/2"
+READ_FORMATS = (FORMAT, "dsh-audit-golden/1")   # /1 kept each --full body whole, as a string: still read
 _MAX_PATHS = 5   # JSON paths shown per changed request
 
 
@@ -77,8 +81,68 @@ def collect(directory: Path, *, full: bool = False, message_prefix: str = "legac
 
 
 def golden_document(entries: list[LogRequests], *, full: bool, message_prefix: str) -> dict[str, Any]:
-    return {"format": FORMAT, "full": full, "messagePrefix": message_prefix,
-            "logs": {entry.key: {"generation": entry.generation, "requests": entry.requests} for entry in entries}}
+    """The golden file's content; with `full`, each body is replaced by its pieces, kept once in `bodies`."""
+    bodies: dict[str, str] = {}
+    for entry in entries:
+        for request in entry.requests:
+            if isinstance(request.get("body"), str):
+                request["body"] = _stored(request["body"], bodies)
+    document: dict[str, Any] = {"format": FORMAT, "full": full, "messagePrefix": message_prefix, "logs": {
+        entry.key: {"generation": entry.generation, "requests": entry.requests} for entry in entries}}
+    if full:
+        document["bodies"] = bodies
+    return document
+
+
+# A stored body: a list of [key, ref] and ["messages", [ref, ...]] in the body's key order, each ref naming a
+# piece of `bodies`; or a single ref, for a body its pieces would not give back byte for byte.
+Pieces = list[list[Any]]
+
+
+def _stored(body: str, bodies: dict[str, str]) -> Pieces | str:
+    try:
+        value = json.loads(body)
+    except ValueError:
+        value = None
+    if isinstance(value, dict):
+        pieces = [[key, [dumps(message) for message in item] if key == "messages" and isinstance(item, list)
+                   else dumps(item)] for key, item in value.items()]
+        if _joined(pieces) == body:   # the pieces are JSON.stringify's: a body of other bytes is kept whole
+            return [[key, [_ref(text, bodies) for text in part] if isinstance(part, list) else _ref(part, bodies)]
+                    for key, part in pieces]
+    return _ref(body, bodies)
+
+
+def _ref(text: str, bodies: dict[str, str]) -> str:
+    """The piece's name in `bodies`: its SHA-256, cut to 16 digits unless another piece has those."""
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    for ref in (digest[:16], digest):
+        if bodies.setdefault(ref, text) == text:
+            return ref
+    raise AssertionError("two texts of one SHA-256")
+
+
+def _joined(pieces: Pieces) -> str:
+    return "{" + ",".join(f"{dumps(key)}:" + ("[" + ",".join(part) + "]" if isinstance(part, list) else part)
+                          for key, part in pieces) + "}"
+
+
+def body_text(stored: Any, bodies: dict[str, Any] | None) -> str | None:
+    """A pinned body as the request's text: from its pieces in `bodies`, or, from a /1 file (`bodies` None),
+    the string it kept. None when none is stored or a piece it names is not in the file (a check then shows
+    digests only)."""
+    if bodies is None:
+        return stored if isinstance(stored, str) else None
+    try:
+        if isinstance(stored, str):
+            whole = bodies[stored]
+            return whole if isinstance(whole, str) else None
+        pieces = [[key, [bodies[ref] for ref in part] if isinstance(part, list) else bodies[part]]
+                  for key, part in stored]
+    except (KeyError, TypeError, ValueError):
+        return None
+    texts = [text for _, part in pieces for text in (part if isinstance(part, list) else [part])]
+    return _joined(pieces) if all(isinstance(text, str) for text in texts) else None
 
 
 def write_golden(directory: Path, document: dict[str, Any]) -> Path:
@@ -106,7 +170,8 @@ def read_golden(directory: Path, limits: InputLimits | None = None) -> dict[str,
         raise LogReadError(f"unreadable golden file: {problem}", path=str(path)) from None
     except JsonTooDeep as deep:
         raise located(deep, path=str(path)) from None
-    if not isinstance(document, dict) or document.get("format") != FORMAT or not isinstance(document.get("logs"), dict):
+    if not isinstance(document, dict) or document.get("format") not in READ_FORMATS or not isinstance(
+            document.get("logs"), dict):
         raise LogReadError(f'not a dsh-audit golden file: expected {{"format": "{FORMAT}", "logs": {{...}}}}',
                            path=str(path))
     return document
@@ -179,6 +244,8 @@ def check(directory: Path) -> list[LogDiff]:
     full = document.get("full") is True
     prefix = document.get("messagePrefix") if document.get("messagePrefix") in ("legacy", "drop") else "legacy"
     pinned: dict[str, Any] = document["logs"]
+    stored = document.get("bodies")
+    bodies = None if document["format"] != FORMAT else stored if isinstance(stored, dict) else {}
     diffs: list[LogDiff] = []
     seen = set()
     skipped: list[Skipped] = []
@@ -192,6 +259,10 @@ def check(directory: Path) -> list[LogDiff]:
             diffs.append(LogDiff(entry.key, "added", [f"+ new log with {len(entry.requests)} request(s), "
                                                       "not in the golden file"]))
             continue
+        if full:
+            for request in golden["requests"]:
+                if isinstance(request, dict) and "body" in request:
+                    request["body"] = body_text(request["body"], bodies)
         lines = diff_requests(golden["requests"], entry.requests)
         if "generation" in golden and golden["generation"] != entry.generation:
             lines.insert(0, f"~ log format v{golden['generation']} -> v{entry.generation}")
