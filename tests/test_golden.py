@@ -236,3 +236,58 @@ def test_a_golden_file_of_format_1_is_still_read(logs: Path) -> None:
     edit_first_user_text(logs / "lsp-definition/session.jsonl")
     code, out = run("golden", "check", str(logs))
     assert code == 1 and "root['messages'][0]['content'][0]['text']" in out
+
+
+def two_runs_of_one_session(tmp_path: Path) -> Path:
+    sample = Path(__file__).resolve().parents[1] / "sample_logs" / "compaction-recovery" / "session.v3.jsonl"
+    logs = tmp_path / "runs"
+    for run_name in ("a", "b"):
+        (logs / run_name).mkdir(parents=True)
+        shutil.copyfile(sample, logs / run_name / "session.v3.jsonl")
+    return logs
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert old in text
+    path.write_text(text.replace(old, new), encoding="utf-8")
+
+
+SYSTEM_LINE = "Verify your work by running the code or tests."
+
+
+def test_the_same_change_in_many_requests_is_shown_once_with_its_text(tmp_path: Path) -> None:
+    """A one-line system-prompt edit changes every request of both runs: one change, named by each log's line,
+    its text shown once as header-diff shows a system prompt's; the JUnit report keeps every digest."""
+    logs = two_runs_of_one_session(tmp_path)
+    assert run("golden", "update", "--full", str(logs))[0] == 0
+    for run_name in ("a", "b"):
+        edit(logs / run_name / "session.v3.jsonl", SYSTEM_LINE, "Verify your work by running the tests.")
+    code, out = run("golden", "check", "--junit", str(tmp_path / "golden.xml"), str(logs))
+    assert code == 1
+    assert out.count("~ 1.1#1, 1.2#1, 1.2#2 changed: change 1") == 2
+    assert "change 1: the same change in 6 requests of 2 logs" in out
+    assert "system prompt changed: 23 lines -> 23 lines (+1 -1 lines)" in out
+    assert out.count(f"-{SYSTEM_LINE}") == 1 and out.count("+Verify your work by running the tests.") == 1
+    assert "sha256" not in out and "change 2" not in out
+    assert (tmp_path / "golden.xml").read_text().count("changed: sha256 ") == 6
+
+
+def test_a_changed_message_text_shows_its_lines_and_different_changes_stay_apart(tmp_path: Path) -> None:
+    logs = two_runs_of_one_session(tmp_path)
+    assert run("golden", "update", "--full", str(logs))[0] == 0
+    edit(logs / "a" / "session.v3.jsonl", "Establish a durable", "Establish a lasting")
+    code, out = run("golden", "check", str(logs))
+    assert code == 1 and "ok         b/session.v3.jsonl" in out
+    assert "~ 1.1#1, 1.2#1 changed: change 1" in out and "change 1: the same change in 2 requests\n" in out
+    assert "root['messages'][1]['content'][0]['text']" in out
+    assert "-Establish a durable compaction premise" in out and "+Establish a lasting compaction premise" in out
+
+
+def test_a_digest_only_golden_file_says_how_to_see_the_text(tmp_path: Path) -> None:
+    logs = two_runs_of_one_session(tmp_path)
+    assert run("golden", "update", str(logs))[0] == 0
+    edit(logs / "a" / "session.v3.jsonl", SYSTEM_LINE, "Verify your work by running the tests.")
+    code, out = run("golden", "check", str(logs))
+    assert code == 1 and "~ 1.1#1 changed: sha256 " in out and "change 1" not in out
+    assert "pins digests only: `audit golden update --full` pins the bodies too" in " ".join(out.split())

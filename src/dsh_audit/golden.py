@@ -20,6 +20,7 @@ from typing import Any
 
 from .errors import DshAuditError, LogReadError
 from .findings import Finding
+from .header import system_text
 from .jsjson import dumps
 from .output import write_output
 from .readers import discover, open_logs
@@ -33,6 +34,7 @@ GOLDEN_NAME = "dsh-audit.golden.json"
 FORMAT = "dsh-audit-golden/2"
 READ_FORMATS = (FORMAT, "dsh-audit-golden/1")   # /1 kept each --full body whole, as a string: still read
 _MAX_PATHS = 5   # JSON paths shown per changed request
+_TEXT_LINES = 20   # diff lines shown of a message text that changed
 
 
 @dataclass(slots=True)
@@ -179,49 +181,132 @@ def read_golden(directory: Path, limits: InputLimits | None = None) -> dict[str,
 
 # -- comparison ---------------------------------------------------------------------------------------------
 
+@dataclass(frozen=True, slots=True)
+class RequestChange:
+    """A pinned request rebuilt with other bytes. With both bodies pinned (--full), what changed in it:
+    header-diff's rows for the config, the system prompt and the tools, then where the messages differ."""
+
+    name: str                                   # turn.step#attempt
+    digests: tuple[Any, str]                    # sha256 pinned -> rebuilt
+    seqs: tuple[Any, int]                       # dispatch seq pinned -> rebuilt
+    parts: tuple[dict[str, Any], ...] = ()      # reports.header_diff's change rows
+    notes: tuple[str, ...] = ()                 # the first differing message, its JSON paths
+
+    @property
+    def summary(self) -> str:
+        (old_digest, new_digest), (old_seq, new_seq) = self.digests, self.seqs
+        return (f"~ {self.name} changed: sha256 {old_digest} -> {new_digest}"
+                + (f", dispatch seq {old_seq} -> {new_seq}" if old_seq != new_seq else ""))
+
+    @property
+    def shown(self) -> str | None:
+        """What changed, as a key: requests changed alike share it (None: not known, digests only)."""
+        if not self.parts and not self.notes:
+            return None
+        return json.dumps([self.parts, self.notes], sort_keys=True)
+
+
 @dataclass(slots=True)
 class LogDiff:
     key: str
     status: str                     # "same" | "changed" | "added" | "removed" | "unreadable" | "skipped"
-    lines: list[str] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)             # what is not a changed request
+    changes: list[RequestChange] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return self.status == "same"
+
+    def details(self) -> list[str]:
+        """Every line of the diff, the changed requests' digests and notes included (the JUnit report's text)."""
+        return self.lines + [line for change in self.changes
+                             for line in [change.summary, *(f"    {note}" for note in change.notes)]]
 
 
 def _name(request: dict[str, Any]) -> str:
     return f"{request.get('turn')}.{request.get('step')}#{request.get('attempt')}"
 
 
-def _body_paths(old: Any, new: Any) -> list[str]:
-    """Where two full request bodies differ: the first differing message index, then JSON paths."""
+def body_changes(old: Any, new: str) -> tuple[tuple[dict[str, Any], ...], tuple[str, ...]]:
+    """What changed between two request bodies, in prompt order: header-diff's rows for the config, the system
+    prompt (a line diff) and the tools, then the first differing message and the JSON paths that changed in the
+    messages."""
     try:
         before, after = json.loads(old), json.loads(new)
     except (TypeError, ValueError):
-        return ["body differs"]
-    notes = []
-    old_messages, new_messages = before.get("messages"), after.get("messages")
-    if isinstance(old_messages, list) and isinstance(new_messages, list):
-        index = next((i for i, (a, b) in enumerate(zip(old_messages, new_messages, strict=False)) if a != b),
-                     min(len(old_messages), len(new_messages)))
-        if index < max(len(old_messages), len(new_messages)):
-            notes.append(f"first differing message: index {index} ({len(old_messages)} -> {len(new_messages)} "
-                         "messages)")
+        return (), ("the pinned body is not readable: its text cannot be shown",)
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return (), ("body differs",)
+    from .reports.header_diff import diff_config, diff_system, diff_tools  # for a changed body only
+
+    parts = diff_config(_rest(before), _rest(after)) + diff_system(_system(before), _system(after))
+    parts += diff_tools(before.get("tools"), after.get("tools"))
+    notes = _message_notes(before.get("messages"), after.get("messages"))
+    if not parts and not notes:
+        notes = ["same JSON value, different bytes (key order or number formatting)"]
+    return tuple(parts), tuple(notes)
+
+
+def _rest(body: dict[str, Any]) -> dict[str, Any]:
+    """A body's config: what is not its messages, system prompt or tools."""
+    return {key: value for key, value in body.items() if key not in ("messages", "system", "tools")}
+
+
+def _leading_systems(messages: Any) -> int:
+    if not isinstance(messages, list):
+        return 0
+    return next((at for at, message in enumerate(messages)
+                 if not isinstance(message, dict) or message.get("role") != "system"), len(messages))
+
+
+def _system(body: dict[str, Any]) -> Any:
+    """The system prompt: the body's `system` (up to v2), else its leading system messages' text, joined."""
+    if "system" in body:
+        return body["system"]
+    messages = body.get("messages")
+    lead = _leading_systems(messages)
+    return "\n".join(system_text(message) for message in messages[:lead]) if isinstance(messages, list) and lead \
+        else None
+
+
+def _message_notes(old: Any, new: Any) -> list[str]:
+    """Where two bodies' messages differ past their (shared) leading system messages: the first differing
+    index, then the JSON paths (the system prompt's own diff says what changed there)."""
+    if not isinstance(old, list) or not isinstance(new, list):
+        return [] if old == new else ["messages differ"]
+    lead = min(_leading_systems(old), _leading_systems(new))
+    before, after = [None] * lead + old[lead:], [None] * lead + new[lead:]
+    index = next((i for i, (a, b) in enumerate(zip(before, after, strict=False)) if a != b),
+                 min(len(before), len(after)))
+    if index == max(len(before), len(after)):
+        return []
+    notes = [f"first differing message: index {index}"
+             + (f" ({len(old)} -> {len(new)} messages)" if len(old) != len(new) else "")]
     from deepdiff import DeepDiff  # here, for a digest that changed: `audit golden --help` starts without it
 
-    paths = sorted(DeepDiff(before, after).affected_paths)
-    notes += paths[:_MAX_PATHS] + ([f"... {len(paths) - _MAX_PATHS} more path(s)"] if len(paths) > _MAX_PATHS else [])
-    if not notes and old != new:
-        notes.append("same JSON value, different bytes (key order or number formatting)")
-    return notes
+    from .reports.header_diff import line_diff, text_lines
+
+    tree = DeepDiff({"messages": before}, {"messages": after}, view="tree")
+    texts = {item.path(): (item.t1, item.t2) for item in tree.get("values_changed", [])
+             if isinstance(item.t1, str) and isinstance(item.t2, str)}
+    paths = sorted({item.path() for report in tree.values() for item in report})
+    for path in paths[:_MAX_PATHS]:
+        notes.append(path)
+        if path in texts:   # a text edited: its lines, as header-diff shows a system prompt's
+            lines = line_diff(*(text_lines(text) for text in texts[path]))
+            notes += [f"  {line}" for line in lines[:_TEXT_LINES]]
+            if len(lines) > _TEXT_LINES:
+                notes.append(f"  … {len(lines) - _TEXT_LINES} more diff line(s)")
+    return notes + ([f"... {len(paths) - _MAX_PATHS} more path(s)"] if len(paths) > _MAX_PATHS else [])
 
 
-def diff_requests(golden: list[dict[str, Any]], current: list[dict[str, Any]]) -> list[str]:
-    """Per-step differences, in dispatch order: added, removed and changed requests by turn.step#attempt."""
+def diff_requests(golden: list[dict[str, Any]], current: list[dict[str, Any]]
+                  ) -> tuple[list[str], list[RequestChange]]:
+    """Per-step differences, in dispatch order: the requests added and removed, by turn.step#attempt, and those
+    changed (with what changed in the body, when both are pinned)."""
     before = {_name(request): request for request in golden if isinstance(request, dict)}
     after = {_name(request): request for request in current}
-    lines = []
+    lines, changes = [], []
     for name in dict.fromkeys([*after, *before]):
         old, new = before.get(name), after.get(name)
         if old is None and new is not None:
@@ -230,12 +315,11 @@ def diff_requests(golden: list[dict[str, Any]], current: list[dict[str, Any]]) -
             lines.append(f"- {name} removed (was dispatch seq {old.get('dispatchSeq')}, sha256 {old.get('sha256')})")
         elif old is not None and new is not None and (old.get("sha256"), old.get("dispatchSeq")) != (
                 new["sha256"], new["dispatchSeq"]):
-            lines.append(f"~ {name} changed: sha256 {old.get('sha256')} -> {new['sha256']}"
-                         + (f", dispatch seq {old.get('dispatchSeq')} -> {new['dispatchSeq']}"
-                            if old.get("dispatchSeq") != new["dispatchSeq"] else ""))
-            if "body" in old and "body" in new:
-                lines.extend(f"    {note}" for note in _body_paths(old["body"], new["body"]))
-    return lines
+            shown = body_changes(old["body"], new["body"]) if "body" in old and isinstance(new.get("body"), str) \
+                and old.get("sha256") != new["sha256"] else ((), ())
+            changes.append(RequestChange(name, (old.get("sha256"), new["sha256"]),
+                                         (old.get("dispatchSeq"), new["dispatchSeq"]), *shown))
+    return lines, changes
 
 
 def check(directory: Path) -> list[LogDiff]:
@@ -263,10 +347,10 @@ def check(directory: Path) -> list[LogDiff]:
             for request in golden["requests"]:
                 if isinstance(request, dict) and "body" in request:
                     request["body"] = body_text(request["body"], bodies)
-        lines = diff_requests(golden["requests"], entry.requests)
+        lines, changes = diff_requests(golden["requests"], entry.requests)
         if "generation" in golden and golden["generation"] != entry.generation:
             lines.insert(0, f"~ log format v{golden['generation']} -> v{entry.generation}")
-        diffs.append(LogDiff(entry.key, "changed" if lines else "same", lines))
+        diffs.append(LogDiff(entry.key, "changed" if lines or changes else "same", lines, changes))
     for key in sorted(set(pinned) - seen):
         diffs.append(LogDiff(key, "removed", ["- log is in the golden file but no longer under the directory"]))
     for older in skipped:   # as dsh does: named, never pinned

@@ -1,35 +1,91 @@
 """The terminal view of `audit golden check`: per log its status and path, then what changed, request by
-request, and a closing count."""
+request; requests changed alike (the same system-prompt edit in every request of a run) name one change, shown
+once below with its text as header-diff shows it; then a closing count."""
 
 from __future__ import annotations
 
 import re
 
-from ..golden import LogDiff
+from ..golden import LogDiff, RequestChange
+from .header_view import change_lines
 from .views import Terminal, status_row, wrap
 
 _DIGEST = re.compile(r"\b([0-9a-f]{12})[0-9a-f]{52}\b")
+_NAMES = 12   # requests named in a log's line of one change before "… N more"
 
 
-def diff_lines(diff: LogDiff, term: Terminal) -> list[str]:
-    """A log's status and path, then what changed, request by request, digests cut to their first 12 digits
-    (the golden file and the JUnit report keep them whole)."""
+def _status_lines(diff: LogDiff, term: Terminal) -> list[str]:
     status = "ok" if diff.ok else diff.status if diff.status == "skipped" else diff.status.upper()
     lines = status_row(status, diff.key, "", term.width)
     colour = "green" if diff.ok else None if diff.status == "skipped" else "red"
     lines[0] = term.style(status, fg=colour, bold=colour == "red" or None) + lines[0][len(status):]
+    return lines
+
+
+def _indented(line: str, term: Terminal) -> list[str]:
+    """A diff line under its log, digests cut to their first 12 digits (the golden file and the JUnit report keep
+    them whole)."""
+    indent = "    " + " " * (len(line) - len(line.lstrip(" ")))
+    return wrap(_DIGEST.sub(r"\1…", line.lstrip(" ")), term.width, indent)
+
+
+def _names(changes: list[RequestChange]) -> str:
+    names = [change.name for change in changes]
+    more = len(names) - _NAMES
+    return ", ".join(names[:_NAMES]) + (f", … {more} more" if more > 0 else "")
+
+
+def diff_lines(diff: LogDiff, numbers: dict[str, int], term: Terminal) -> list[str]:
+    """A log's status and path, then its requests added or removed, then its changed requests: those of a
+    numbered change in one line per change, the others (no body pinned) one by one with their digests."""
+    lines = _status_lines(diff, term)
     for line in diff.lines:
-        indent = "    " + " " * (len(line) - len(line.lstrip(" ")))
-        lines += wrap(_DIGEST.sub(r"\1…", line.lstrip(" ")), term.width, indent)
+        lines += _indented(line, term)
+    alike: dict[str, list[RequestChange]] = {}
+    for change in diff.changes:
+        if change.shown is None:
+            lines += _indented(change.summary, term)
+        else:
+            alike.setdefault(change.shown, []).append(change)
+    for shown, changes in alike.items():
+        lines += _indented(f"~ {_names(changes)} changed: change {numbers[shown]}", term)
+    return lines
+
+
+def change_text(number: int, changes: list[tuple[str, RequestChange]], term: Terminal) -> list[str]:
+    """A change once: how many requests (of how many logs) have it, then its text as header-diff shows it."""
+    logs = len({log for log, _ in changes})
+    count = f"the same change in {len(changes)} requests" if len(changes) > 1 else "in 1 request"
+    heading = f"change {number}: {count}" + (f" of {logs} logs" if logs > 1 else "")
+    lines = [term.style(line, fg="cyan", bold=True) for line in wrap(heading, term.width, "")]
+    first = changes[0][1]
+    for part in first.parts:
+        lines += change_lines(part, term, wide=False)
+    for note in first.notes:   # a message text's diff lines come indented by two, as header-diff colours them
+        mark = note[2:3] if note.startswith("  ") else ""
+        colour = "green" if mark == "+" else "red" if mark == "-" else "cyan" if mark == "@" else None
+        lines += [term.style(line, fg=colour) for line in wrap(note, term.width, "    ")]
     return lines
 
 
 def render(diffs: list[LogDiff], golden_file: str, term: Terminal) -> str:
+    groups: dict[str, list[tuple[str, RequestChange]]] = {}
+    for diff in diffs:
+        for change in diff.changes:
+            if change.shown is not None:
+                groups.setdefault(change.shown, []).append((diff.key, change))
+    numbers = {shown: number for number, shown in enumerate(groups, 1)}
+    view = [line for diff in diffs for line in diff_lines(diff, numbers, term)]
+    for shown, changes in groups.items():
+        view += change_text(numbers[shown], changes, term)
+    if any(change.shown is None and change.digests[0] != change.digests[1] for diff in diffs
+           for change in diff.changes):
+        view += wrap("the golden file pins digests only: `audit golden update --full` pins the bodies too, so a "
+                     "check shows the text of each change", term.width, "")
     changed = sum(diff.status in ("changed", "added", "removed") for diff in diffs)
     unreadable = sum(diff.status == "unreadable" for diff in diffs)
     skipped = sum(diff.status == "skipped" for diff in diffs)
     older = f", {skipped} older generation(s) skipped" if skipped else ""
-    view = [line for diff in diffs for line in diff_lines(diff, term)]
     view += [term.style(line, bold=True, fg="red" if changed or unreadable else None) for line in wrap(
         f"{len(diffs) - skipped} log(s) checked against {golden_file}: {changed} changed, {unreadable} "
         f"unreadable{older}", term.width, "")]
