@@ -282,6 +282,12 @@ def test_a_changed_message_text_shows_its_lines_and_different_changes_stay_apart
     assert "~ 1.1#1, 1.2#1 changed: change 1" in out and "change 1: the same change in 2 requests\n" in out
     assert "root['messages'][1]['content'][0]['text']" in out
     assert "-Establish a durable compaction premise" in out and "+Establish a lasting compaction premise" in out
+    for run_name in ("a", "b"):   # and the system prompt edited in both: each change once, by what it is
+        edit(logs / run_name / "session.v3.jsonl", SYSTEM_LINE, "Verify your work by running the tests.")
+    code, out = run("golden", "check", str(logs))
+    assert code == 1 and "change 1: the same change in 6 requests of 2 logs" in out
+    assert "~ 1.1#1, 1.2#1 changed: changes 1, 2" in out and "change 2: the same change in 2 requests\n" in out
+    assert out.count(f"-{SYSTEM_LINE}") == 1 and out.count("-Establish a durable") == 1
 
 
 def test_a_digest_only_golden_file_says_how_to_see_the_text(tmp_path: Path) -> None:

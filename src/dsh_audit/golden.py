@@ -198,12 +198,14 @@ class RequestChange:
         return (f"~ {self.name} changed: sha256 {old_digest} -> {new_digest}"
                 + (f", dispatch seq {old_seq} -> {new_seq}" if old_seq != new_seq else ""))
 
-    @property
-    def shown(self) -> str | None:
-        """What changed, as a key: requests changed alike share it (None: not known, digests only)."""
-        if not self.parts and not self.notes:
-            return None
-        return json.dumps([self.parts, self.notes], sort_keys=True)
+    def items(self) -> list[tuple[str, dict[str, Any] | None, tuple[str, ...]]]:
+        """What changed, item by item (each config key, the system prompt, each tool change, then the messages'
+        notes as one), each with a key that requests changed alike share; none when only digests are known."""
+        items: list[tuple[str, dict[str, Any] | None, tuple[str, ...]]] = [
+            (json.dumps(part, sort_keys=True), part, ()) for part in self.parts]
+        if self.notes:
+            items.append((json.dumps(self.notes), None, self.notes))
+        return items
 
 
 @dataclass(slots=True)

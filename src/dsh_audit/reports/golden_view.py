@@ -5,6 +5,7 @@ once below with its text as header-diff shows it; then a closing count."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from ..golden import LogDiff, RequestChange
 from .header_view import change_lines
@@ -36,32 +37,34 @@ def _names(changes: list[RequestChange]) -> str:
 
 
 def diff_lines(diff: LogDiff, numbers: dict[str, int], term: Terminal) -> list[str]:
-    """A log's status and path, then its requests added or removed, then its changed requests: those of a
-    numbered change in one line per change, the others (no body pinned) one by one with their digests."""
+    """A log's status and path, then its requests added or removed, then its changed requests: those changed
+    alike in one line naming their numbered changes, the others (no body pinned) one by one with their digests."""
     lines = _status_lines(diff, term)
     for line in diff.lines:
         lines += _indented(line, term)
-    alike: dict[str, list[RequestChange]] = {}
+    alike: dict[tuple[int, ...], list[RequestChange]] = {}
     for change in diff.changes:
-        if change.shown is None:
-            lines += _indented(change.summary, term)
+        items = change.items()
+        if items:
+            alike.setdefault(tuple(numbers[key] for key, _, _ in items), []).append(change)
         else:
-            alike.setdefault(change.shown, []).append(change)
-    for shown, changes in alike.items():
-        lines += _indented(f"~ {_names(changes)} changed: change {numbers[shown]}", term)
+            lines += _indented(change.summary, term)
+    for changed, changes in alike.items():
+        which = f"change {changed[0]}" if len(changed) == 1 else f"changes {', '.join(map(str, changed))}"
+        lines += _indented(f"~ {_names(changes)} changed: {which}", term)
     return lines
 
 
-def change_text(number: int, changes: list[tuple[str, RequestChange]], term: Terminal) -> list[str]:
+def change_text(number: int, item: tuple[dict[str, Any] | None, tuple[str, ...]], requests: int, logs: int,
+                term: Terminal) -> list[str]:
     """A change once: how many requests (of how many logs) have it, then its text as header-diff shows it."""
-    logs = len({log for log, _ in changes})
-    count = f"the same change in {len(changes)} requests" if len(changes) > 1 else "in 1 request"
+    count = f"the same change in {requests} requests" if requests > 1 else "in 1 request"
     heading = f"change {number}: {count}" + (f" of {logs} logs" if logs > 1 else "")
     lines = [term.style(line, fg="cyan", bold=True) for line in wrap(heading, term.width, "")]
-    first = changes[0][1]
-    for part in first.parts:
+    part, notes = item
+    if part is not None:
         lines += change_lines(part, term, wide=False)
-    for note in first.notes:   # a message text's diff lines come indented by two, as header-diff colours them
+    for note in notes:   # a message text's diff lines come indented by two, as header-diff colours them
         mark = note[2:3] if note.startswith("  ") else ""
         colour = "green" if mark == "+" else "red" if mark == "-" else "cyan" if mark == "@" else None
         lines += [term.style(line, fg=colour) for line in wrap(note, term.width, "    ")]
@@ -69,16 +72,18 @@ def change_text(number: int, changes: list[tuple[str, RequestChange]], term: Ter
 
 
 def render(diffs: list[LogDiff], golden_file: str, term: Terminal) -> str:
-    groups: dict[str, list[tuple[str, RequestChange]]] = {}
+    found: dict[str, tuple[dict[str, Any] | None, tuple[str, ...]]] = {}
+    having: dict[str, list[str]] = {}   # each change's requests, by the log they are in
     for diff in diffs:
         for change in diff.changes:
-            if change.shown is not None:
-                groups.setdefault(change.shown, []).append((diff.key, change))
-    numbers = {shown: number for number, shown in enumerate(groups, 1)}
+            for key, part, notes in change.items():
+                found.setdefault(key, (part, notes))
+                having.setdefault(key, []).append(diff.key)
+    numbers = {key: number for number, key in enumerate(found, 1)}
     view = [line for diff in diffs for line in diff_lines(diff, numbers, term)]
-    for shown, changes in groups.items():
-        view += change_text(numbers[shown], changes, term)
-    if any(change.shown is None and change.digests[0] != change.digests[1] for diff in diffs
+    for key, item in found.items():
+        view += change_text(numbers[key], item, len(having[key]), len(set(having[key])), term)
+    if any(not change.items() and change.digests[0] != change.digests[1] for diff in diffs
            for change in diff.changes):
         view += wrap("the golden file pins digests only: `audit golden update --full` pins the bodies too, so a "
                      "check shows the text of each change", term.width, "")
