@@ -297,3 +297,21 @@ def test_a_digest_only_golden_file_says_how_to_see_the_text(tmp_path: Path) -> N
     code, out = run("golden", "check", str(logs))
     assert code == 1 and "~ 1.1#1 changed: sha256 " in out and "change 1" not in out
     assert "pins digests only: `audit golden update --full` pins the bodies too" in " ".join(out.split())
+
+
+def test_a_golden_file_missing_a_piece_says_so_and_still_gates(tmp_path: Path) -> None:
+    """A piece the file names but does not hold (a hand edit, a bad merge): the changed request is still a
+    change, exit 1, and says its pinned text cannot be shown; no traceback."""
+    logs = two_runs_of_one_session(tmp_path)
+    assert run("golden", "update", "--full", str(logs))[0] == 0
+    golden_file = logs / GOLDEN_NAME
+    document = json.loads(golden_file.read_text())
+    document["bodies"] = {ref: text for ref, text in document["bodies"].items() if SYSTEM_LINE not in text}
+    document["logs"]["b/session.v3.jsonl"]["requests"][0]["body"] = [["messages", {"not": "a ref"}]]
+    golden_file.write_text(json.dumps(document))
+    assert run("golden", "check", str(logs))[0] == 0   # every digest still matches: no body is read
+    for run_name in ("a", "b"):
+        edit(logs / run_name / "session.v3.jsonl", SYSTEM_LINE, "Verify your work by running the tests.")
+    code, out = run("golden", "check", str(logs))
+    assert code == 1 and "the pinned body is not readable: its text cannot be shown" in out
+    assert "Traceback" not in out

@@ -302,10 +302,11 @@ def _message_notes(old: Any, new: Any) -> list[str]:
     return notes + ([f"... {len(paths) - _MAX_PATHS} more path(s)"] if len(paths) > _MAX_PATHS else [])
 
 
-def diff_requests(golden: list[dict[str, Any]], current: list[dict[str, Any]]
-                  ) -> tuple[list[str], list[RequestChange]]:
+def diff_requests(golden: list[dict[str, Any]], current: list[dict[str, Any]],
+                  bodies: dict[str, Any] | None = None) -> tuple[list[str], list[RequestChange]]:
     """Per-step differences, in dispatch order: the requests added and removed, by turn.step#attempt, and those
-    changed (with what changed in the body, when both are pinned)."""
+    changed (with what changed in the body, when both are pinned; `bodies`: the golden file's pieces, None for
+    a /1 file)."""
     before = {_name(request): request for request in golden if isinstance(request, dict)}
     after = {_name(request): request for request in current}
     lines, changes = [], []
@@ -317,8 +318,8 @@ def diff_requests(golden: list[dict[str, Any]], current: list[dict[str, Any]]
             lines.append(f"- {name} removed (was dispatch seq {old.get('dispatchSeq')}, sha256 {old.get('sha256')})")
         elif old is not None and new is not None and (old.get("sha256"), old.get("dispatchSeq")) != (
                 new["sha256"], new["dispatchSeq"]):
-            shown = body_changes(old["body"], new["body"]) if "body" in old and isinstance(new.get("body"), str) \
-                and old.get("sha256") != new["sha256"] else ((), ())
+            shown = body_changes(body_text(old["body"], bodies), new["body"]) if "body" in old and isinstance(
+                new.get("body"), str) and old.get("sha256") != new["sha256"] else ((), ())
             changes.append(RequestChange(name, (old.get("sha256"), new["sha256"]),
                                          (old.get("dispatchSeq"), new["dispatchSeq"]), *shown))
     return lines, changes
@@ -345,11 +346,7 @@ def check(directory: Path) -> list[LogDiff]:
             diffs.append(LogDiff(entry.key, "added", [f"+ new log with {len(entry.requests)} request(s), "
                                                       "not in the golden file"]))
             continue
-        if full:
-            for request in golden["requests"]:
-                if isinstance(request, dict) and "body" in request:
-                    request["body"] = body_text(request["body"], bodies)
-        lines, changes = diff_requests(golden["requests"], entry.requests)
+        lines, changes = diff_requests(golden["requests"], entry.requests, bodies)
         if "generation" in golden and golden["generation"] != entry.generation:
             lines.insert(0, f"~ log format v{golden['generation']} -> v{entry.generation}")
         diffs.append(LogDiff(entry.key, "changed" if lines or changes else "same", lines, changes))
