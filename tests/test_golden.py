@@ -90,7 +90,7 @@ def test_changed_request_fails_with_a_per_step_diff(logs: Path) -> None:
     code, out = run("golden", "check", str(logs))
     assert code == 1
     assert "CHANGED    compaction-recovery/session.jsonl" in out
-    assert "~ 1.1#1 changed: sha256 " in out and "~ 1.2#1 changed" in out
+    assert "~ 1.1#1, 1.2#1 changed: other bytes (sha256)" in out
     assert "ok         lsp-definition/session.jsonl" in out
     assert snapshot(logs) == before
 
@@ -295,7 +295,7 @@ def test_a_digest_only_golden_file_says_how_to_see_the_text(tmp_path: Path) -> N
     assert run("golden", "update", str(logs))[0] == 0
     edit(logs / "a" / "session.v3.jsonl", SYSTEM_LINE, "Verify your work by running the tests.")
     code, out = run("golden", "check", str(logs))
-    assert code == 1 and "~ 1.1#1 changed: sha256 " in out and "change 1" not in out
+    assert code == 1 and "~ 1.1#1, 1.2#1, 1.2#2 changed: other bytes (sha256)" in out and "change 1" not in out
     assert "pins digests only: `audit golden update --full` pins the bodies too" in " ".join(out.split())
 
 

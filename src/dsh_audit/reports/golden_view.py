@@ -24,8 +24,7 @@ def _status_lines(diff: LogDiff, term: Terminal) -> list[str]:
 
 
 def _indented(line: str, term: Terminal) -> list[str]:
-    """A diff line under its log, digests cut to their first 12 digits (the golden file and the JUnit report keep
-    them whole)."""
+    """A diff line under its log, digests cut to their first 12 digits (the JUnit report keeps them whole)."""
     indent = "    " + " " * (len(line) - len(line.lstrip(" ")))
     return wrap(_DIGEST.sub(r"\1…", line.lstrip(" ")), term.width, indent)
 
@@ -37,18 +36,24 @@ def _names(changes: list[RequestChange]) -> str:
 
 
 def diff_lines(diff: LogDiff, numbers: dict[str, int], term: Terminal) -> list[str]:
-    """A log's status and path, then its requests added or removed, then its changed requests: those changed
-    alike in one line naming their numbered changes, the others (no body pinned) one by one with their digests."""
+    """A log's status and path, then its requests added or removed, then its changed requests: in one line those
+    whose body is not pinned (the digests are in the JUnit report), in one line those changed alike, naming their
+    numbered changes."""
     lines = _status_lines(diff, term)
     for line in diff.lines:
         lines += _indented(line, term)
     alike: dict[tuple[int, ...], list[RequestChange]] = {}
+    unknown = []   # other bytes, no body pinned to say which
     for change in diff.changes:
         items = change.items()
         if items:
             alike.setdefault(tuple(numbers[key] for key, _, _ in items), []).append(change)
+        elif change.digests[0] != change.digests[1]:
+            unknown.append(change)
         else:
-            lines += _indented(change.summary, term)
+            lines += _indented(change.summary, term)   # the same bytes, dispatched at another seq
+    if unknown:
+        lines += _indented(f"~ {_names(unknown)} changed: other bytes (sha256)", term)
     for changed, changes in alike.items():
         which = f"change {changed[0]}" if len(changed) == 1 else f"changes {', '.join(map(str, changed))}"
         lines += _indented(f"~ {_names(changes)} changed: {which}", term)
