@@ -315,3 +315,21 @@ def test_a_golden_file_missing_a_piece_says_so_and_still_gates(tmp_path: Path) -
     code, out = run("golden", "check", str(logs))
     assert code == 1 and "the pinned body is not readable: its text cannot be shown" in out
     assert "Traceback" not in out
+
+
+def test_a_full_golden_file_stays_about_the_size_of_its_logs(tmp_path: Path) -> None:
+    """Each request repeats the history before it, so whole bodies grow as the square of a session's length
+    (24.8 MB for this 2 MB log); stored as pieces, each message once, the file stays below the log's size."""
+    import subprocess
+    import sys
+
+    logs = tmp_path / "big"
+    logs.mkdir()
+    log = logs / "session.jsonl"
+    subprocess.run([sys.executable, str(Path(__file__).resolve().parents[1] / "benchmarks" / "generate_log.py"),
+                    "--size", "2MB", "--seed", "7", "--out", str(log)], check=True, capture_output=True, timeout=300)
+    assert run("golden", "update", "--full", str(logs))[0] == 0
+    document = json.loads((logs / GOLDEN_NAME).read_text())
+    assert len(document["logs"]["session.jsonl"]["requests"]) == 94
+    assert (logs / GOLDEN_NAME).stat().st_size < log.stat().st_size
+    assert run("golden", "check", str(logs))[0] == 0
