@@ -333,3 +333,18 @@ def test_a_full_golden_file_stays_about_the_size_of_its_logs(tmp_path: Path) -> 
     assert len(document["logs"]["session.jsonl"]["requests"]) == 94
     assert (logs / GOLDEN_NAME).stat().st_size < log.stat().st_size
     assert run("golden", "check", str(logs))[0] == 0
+
+
+def test_a_log_s_line_names_twelve_requests_then_counts_the_rest() -> None:
+    from dsh_audit.golden import LogDiff, RequestChange
+    from dsh_audit.reports import golden_view
+    from dsh_audit.reports.views import Terminal
+
+    part = {"field": "config.temperature", "change": "changed", "path": None, "before": "0", "after": "1",
+            "detail": None}
+    changes = [RequestChange(f"{k}.1#1", ("a" * 64, "b" * 64), (k, k), (part,)) for k in range(1, 16)]
+    view = golden_view.render([LogDiff("x/session.jsonl", "changed", [], changes)], "g.json",
+                              Terminal(width=200, color=False))
+    assert "~ 1.1#1, 2.1#1, 3.1#1, 4.1#1, 5.1#1, 6.1#1, 7.1#1, 8.1#1, 9.1#1, 10.1#1, 11.1#1, 12.1#1, … 3 more " \
+           "changed: change 1" in view
+    assert "change 1: the same change in 15 requests\n    config.temperature: 0 -> 1" in view
