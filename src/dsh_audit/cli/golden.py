@@ -25,7 +25,7 @@ DIRECTORY = click.Path(path_type=Path, exists=True, file_okay=False)
 @click.group(epilog="""\b
 Examples:
   audit golden update logs/                       pin the digests of every request below logs/
-  audit golden update --full logs/                pin the request bodies too (per-path diffs on change)
+  audit golden update --full logs/                pin the bodies too (a check shows each change's text)
   audit golden check --junit out.xml logs/        a CI gate: a changed, added or removed request fails
 Exit codes: 0 same, 1 a request changed, 2 unreadable input, no golden file, an unwritable output or bad
 usage, 3 internal error, 130 interrupted.""")
