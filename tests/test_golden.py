@@ -3,6 +3,7 @@ The corpus is read-only, so every test works on copies in tmp_path."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -14,7 +15,7 @@ from click.testing import CliRunner
 from conftest_reference import LOGS_ROOT, require_corpus
 from dsh_audit import reconstruct_file
 from dsh_audit.cli import main
-from dsh_audit.golden import GOLDEN_NAME
+from dsh_audit.golden import GOLDEN_NAME, body_text
 
 require_corpus()
 
@@ -89,7 +90,7 @@ def test_changed_request_fails_with_a_per_step_diff(logs: Path) -> None:
     code, out = run("golden", "check", str(logs))
     assert code == 1
     assert "CHANGED    compaction-recovery/session.jsonl" in out
-    assert "~ 1.1#1 changed: sha256 " in out and "~ 1.2#1 changed" in out
+    assert "~ 1.1#1, 1.2#1 changed: other bytes (sha256)" in out
     assert "ok         lsp-definition/session.jsonl" in out
     assert snapshot(logs) == before
 
@@ -98,7 +99,7 @@ def test_full_golden_names_the_differing_message_and_path(logs: Path) -> None:
     run("golden", "update", "--full", str(logs))
     document = json.loads((logs / GOLDEN_NAME).read_text())
     request = document["logs"]["lsp-definition/session.jsonl"]["requests"][0]
-    assert json.loads(request["body"])["messages"]
+    assert json.loads(body_text(request["body"], document["bodies"]) or "")["messages"]
     edit_first_user_text(logs / "lsp-definition/session.jsonl")
     code, out = run("golden", "check", str(logs))
     assert code == 1
@@ -186,3 +187,164 @@ def test_golden_pins_the_generation_and_a_dsh_upgrade_shows_in_the_check(tmp_pat
     shutil.copyfile(sample / "session.v3.jsonl", logs / "session.v3.jsonl")
     code, out = run("golden", "check", str(logs))
     assert code == 1 and "session.v3.jsonl" in out and "- log is in the golden file but no longer" in out
+
+
+def test_full_golden_stores_each_piece_once_and_gives_every_body_back(logs: Path) -> None:
+    """A conversation's requests repeat their history: each message is kept once in `bodies`, and every body
+    comes back from its pieces byte for byte (its SHA-256 is the one pinned)."""
+    assert run("golden", "update", "--full", str(logs))[0] == 0
+    text = (logs / GOLDEN_NAME).read_text()
+    document = json.loads(text)
+    assert document["format"] == "dsh-audit-golden/2"
+    pieces = document["bodies"]
+    whole = 0
+    for pinned in document["logs"].values():
+        for stored in pinned["requests"]:
+            body = (body_text(stored["body"], pieces) or "").encode()
+            assert hashlib.sha256(body).hexdigest() == stored["sha256"]
+            assert isinstance(stored["body"], list)   # split into pieces, not kept whole
+            whole += len(body)
+    assert len(set(pieces.values())) == len(pieces)          # no piece twice
+    assert len(text.encode()) < whole                         # smaller than the bodies it holds
+
+
+def test_a_body_its_pieces_would_not_give_back_is_kept_whole() -> None:
+    from dsh_audit.golden import _stored
+
+    bodies: dict[str, str] = {}
+    for body in ('{"model":"m","messages":[{"role":"user","content":"hi"}]}',   # JSON.stringify's bytes
+                 '{"model": "m", "messages": []}',                            # other bytes: whole
+                 '{"temperature":1.0,"messages":[]}',                          # 1.0 is 1 to JSON.stringify
+                 'not json'):
+        stored = _stored(body, bodies)
+        assert body_text(stored, bodies) == body
+        assert isinstance(stored, list) is body.startswith('{"model":"m"')
+
+
+def test_a_golden_file_of_format_1_is_still_read(logs: Path) -> None:
+    """A --full file written before bodies were split keeps each body as a string: check still reads it and
+    shows what changed in the body."""
+    assert run("golden", "update", "--full", str(logs))[0] == 0
+    document = json.loads((logs / GOLDEN_NAME).read_text())
+    pieces = document.pop("bodies")
+    document["format"] = "dsh-audit-golden/1"
+    for pinned in document["logs"].values():
+        for request in pinned["requests"]:
+            request["body"] = body_text(request["body"], pieces)
+    (logs / GOLDEN_NAME).write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
+    assert run("golden", "check", str(logs))[0] == 0
+    edit_first_user_text(logs / "lsp-definition/session.jsonl")
+    code, out = run("golden", "check", str(logs))
+    assert code == 1 and "root['messages'][0]['content'][0]['text']" in out
+
+
+def two_runs_of_one_session(tmp_path: Path) -> Path:
+    sample = Path(__file__).resolve().parents[1] / "sample_logs" / "compaction-recovery" / "session.v3.jsonl"
+    logs = tmp_path / "runs"
+    for run_name in ("a", "b"):
+        (logs / run_name).mkdir(parents=True)
+        shutil.copyfile(sample, logs / run_name / "session.v3.jsonl")
+    return logs
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert old in text
+    path.write_text(text.replace(old, new), encoding="utf-8")
+
+
+SYSTEM_LINE = "Verify your work by running the code or tests."
+
+
+def test_the_same_change_in_many_requests_is_shown_once_with_its_text(tmp_path: Path) -> None:
+    """A one-line system-prompt edit changes every request of both runs: one change, named by each log's line,
+    its text shown once as header-diff shows a system prompt's; the JUnit report keeps every digest."""
+    logs = two_runs_of_one_session(tmp_path)
+    assert run("golden", "update", "--full", str(logs))[0] == 0
+    for run_name in ("a", "b"):
+        edit(logs / run_name / "session.v3.jsonl", SYSTEM_LINE, "Verify your work by running the tests.")
+    code, out = run("golden", "check", "--junit", str(tmp_path / "golden.xml"), str(logs))
+    assert code == 1
+    assert out.count("~ 1.1#1, 1.2#1, 1.2#2 changed: change 1") == 2
+    assert "change 1: the same change in 6 requests of 2 logs" in out
+    assert "system prompt changed: 23 lines -> 23 lines (+1 -1 lines)" in out
+    assert out.count(f"-{SYSTEM_LINE}") == 1 and out.count("+Verify your work by running the tests.") == 1
+    assert "sha256" not in out and "change 2" not in out
+    assert (tmp_path / "golden.xml").read_text().count("changed: sha256 ") == 6
+
+
+def test_a_changed_message_text_shows_its_lines_and_different_changes_stay_apart(tmp_path: Path) -> None:
+    logs = two_runs_of_one_session(tmp_path)
+    assert run("golden", "update", "--full", str(logs))[0] == 0
+    edit(logs / "a" / "session.v3.jsonl", "Establish a durable", "Establish a lasting")
+    code, out = run("golden", "check", str(logs))
+    assert code == 1 and "ok         b/session.v3.jsonl" in out
+    assert "~ 1.1#1, 1.2#1 changed: change 1" in out and "change 1: the same change in 2 requests\n" in out
+    assert "root['messages'][1]['content'][0]['text']" in out
+    assert "-Establish a durable compaction premise" in out and "+Establish a lasting compaction premise" in out
+    for run_name in ("a", "b"):   # and the system prompt edited in both: each change once, by what it is
+        edit(logs / run_name / "session.v3.jsonl", SYSTEM_LINE, "Verify your work by running the tests.")
+    code, out = run("golden", "check", str(logs))
+    assert code == 1 and "change 1: the same change in 6 requests of 2 logs" in out
+    assert "~ 1.1#1, 1.2#1 changed: changes 1, 2" in out and "change 2: the same change in 2 requests\n" in out
+    assert out.count(f"-{SYSTEM_LINE}") == 1 and out.count("-Establish a durable") == 1
+
+
+def test_a_digest_only_golden_file_says_how_to_see_the_text(tmp_path: Path) -> None:
+    logs = two_runs_of_one_session(tmp_path)
+    assert run("golden", "update", str(logs))[0] == 0
+    edit(logs / "a" / "session.v3.jsonl", SYSTEM_LINE, "Verify your work by running the tests.")
+    code, out = run("golden", "check", str(logs))
+    assert code == 1 and "~ 1.1#1, 1.2#1, 1.2#2 changed: other bytes (sha256)" in out and "change 1" not in out
+    assert "pins digests only: `audit golden update --full` pins the bodies too" in " ".join(out.split())
+
+
+def test_a_golden_file_missing_a_piece_says_so_and_still_gates(tmp_path: Path) -> None:
+    """A piece the file names but does not hold (a hand edit, a bad merge): the changed request is still a
+    change, exit 1, and says its pinned text cannot be shown; no traceback."""
+    logs = two_runs_of_one_session(tmp_path)
+    assert run("golden", "update", "--full", str(logs))[0] == 0
+    golden_file = logs / GOLDEN_NAME
+    document = json.loads(golden_file.read_text())
+    document["bodies"] = {ref: text for ref, text in document["bodies"].items() if SYSTEM_LINE not in text}
+    document["logs"]["b/session.v3.jsonl"]["requests"][0]["body"] = [["messages", {"not": "a ref"}]]
+    golden_file.write_text(json.dumps(document))
+    assert run("golden", "check", str(logs))[0] == 0   # every digest still matches: no body is read
+    for run_name in ("a", "b"):
+        edit(logs / run_name / "session.v3.jsonl", SYSTEM_LINE, "Verify your work by running the tests.")
+    code, out = run("golden", "check", str(logs))
+    assert code == 1 and "the pinned body is not readable: its text cannot be shown" in out
+    assert "Traceback" not in out
+
+
+def test_a_full_golden_file_stays_about_the_size_of_its_logs(tmp_path: Path) -> None:
+    """Each request repeats the history before it, so whole bodies grow as the square of a session's length
+    (24.8 MB for this 2 MB log); stored as pieces, each message once, the file stays below the log's size."""
+    import subprocess
+    import sys
+
+    logs = tmp_path / "big"
+    logs.mkdir()
+    log = logs / "session.jsonl"
+    subprocess.run([sys.executable, str(Path(__file__).resolve().parents[1] / "benchmarks" / "generate_log.py"),
+                    "--size", "2MB", "--seed", "7", "--out", str(log)], check=True, capture_output=True, timeout=300)
+    assert run("golden", "update", "--full", str(logs))[0] == 0
+    document = json.loads((logs / GOLDEN_NAME).read_text())
+    assert len(document["logs"]["session.jsonl"]["requests"]) == 94
+    assert (logs / GOLDEN_NAME).stat().st_size < log.stat().st_size
+    assert run("golden", "check", str(logs))[0] == 0
+
+
+def test_a_log_s_line_names_twelve_requests_then_counts_the_rest() -> None:
+    from dsh_audit.golden import LogDiff, RequestChange
+    from dsh_audit.reports import golden_view
+    from dsh_audit.reports.views import Terminal
+
+    part = {"field": "config.temperature", "change": "changed", "path": None, "before": "0", "after": "1",
+            "detail": None}
+    changes = [RequestChange(f"{k}.1#1", ("a" * 64, "b" * 64), (k, k), (part,)) for k in range(1, 16)]
+    view = golden_view.render([LogDiff("x/session.jsonl", "changed", [], changes)], "g.json",
+                              Terminal(width=200, color=False))
+    assert "~ 1.1#1, 2.1#1, 3.1#1, 4.1#1, 5.1#1, 6.1#1, 7.1#1, 8.1#1, 9.1#1, 10.1#1, 11.1#1, 12.1#1, … 3 more " \
+           "changed: change 1" in view
+    assert "change 1: the same change in 15 requests\n    config.temperature: 0 -> 1" in view

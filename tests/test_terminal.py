@@ -105,6 +105,16 @@ def place(tmp_path_factory: pytest.TempPathFactory) -> Path:
     changed = root / "logs" / "compaction-recovery" / "session.v3.jsonl"
     changed.write_text(changed.read_text(encoding="utf-8").replace("Establish a durable", "Establish a lasting"),
                        encoding="utf-8")
+    for run in ("a", "b"):   # the same system-prompt edit in two runs, and a user message edited in one
+        (root / "golden-full" / run).mkdir(parents=True)
+        shutil.copy(SAMPLE / "session.v3.jsonl", root / "golden-full" / run)
+    subprocess.run([sys.executable, "-m", "dsh_audit", "golden", "update", "--full", "golden-full"], cwd=root,
+                   check=True, capture_output=True)
+    for run in ("a", "b"):
+        edited = root / "golden-full" / run / "session.v3.jsonl"
+        text = edited.read_text(encoding="utf-8").replace("running the code or tests.", "running the tests.")
+        edited.write_text(text.replace("Establish a durable", "Establish a lasting") if run == "a" else text,
+                          encoding="utf-8")
     for path in root.rglob("*"):
         os.utime(path, (MOMENT, MOMENT))
     return root
@@ -117,6 +127,7 @@ VIEWS = {
     "explain": ["explain", "collapses/session.jsonl", "5.1#1"],
     "sessions": ["sessions", "--root", "home/sessions"],
     "golden-check": ["golden", "check", "logs"],
+    "golden-check-full": ["golden", "check", "golden-full"],
 }
 
 

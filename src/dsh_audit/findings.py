@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from difflib import get_close_matches
 from fnmatch import fnmatchcase
 
 from .errors import DshAuditError
@@ -146,3 +147,25 @@ def failing_rule(findings: Iterable[Finding], unlisted: dict[str, int], strict: 
         head = f"{total} {label}{'s' if total > 1 else ''}: {', '.join(named)}"
         parts.append(f"strict: {head}" if severity == "warning" else head)
     return "; ".join(parts)
+
+
+# -- --ignore: finding codes a project accepts, listed as notes ----------------------------------------------
+
+def ignored_code_problem(code: str) -> str | None:
+    """Why `code` cannot be ignored (it is no registered finding code, dsh_audit.finding_codes), or None."""
+    if code in CODES:
+        return None
+    close = get_close_matches(code, CODES, n=1)
+    return (f"{display(repr(code))} is not a finding code" + (f"; did you mean {close[0]!r}?" if close else
+            "; the codes are listed in the README and docs/ci.md"))
+
+
+def ignoring(codes: Mapping[str, str]) -> Callable[[Finding], Finding]:
+    """A finding as verify keeps it: one whose code is in `codes` (code -> where it was ignored: --ignore or the
+    config file) becomes a note naming that, listed, never failing a log; any other finding is unchanged."""
+    def ignore(finding: Finding) -> Finding:
+        origin = codes.get(finding.code)
+        if origin is None:
+            return finding
+        return replace(finding, severity="info", message=f"{finding.message} (ignored by {origin})")
+    return ignore

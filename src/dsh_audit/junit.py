@@ -79,7 +79,7 @@ def cases_from_reports(reports: Iterable[LogReport], *, strict: bool,
 
 def cases_from_diffs(directory: Path, diffs: Iterable[LogDiff], *, seconds: float) -> list[TestCase]:
     """golden check's cases: a changed, added or removed log fails with what changed; `seconds` each."""
-    return [case_for_log(str(directory / diff.key), seconds=seconds, details="\n".join(diff.lines),
+    return [case_for_log(str(directory / diff.key), seconds=seconds, details="\n".join(diff.details()),
                          error=diff.lines[0] if diff.status == "unreadable" else None,
                          skipped=diff.lines[0] if diff.status == "skipped" else None,
                          failure=None if diff.status in ("same", "unreadable", "skipped") else

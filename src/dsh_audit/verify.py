@@ -16,7 +16,7 @@ from . import fastpath
 from .checks import walk_checks
 from .digest_spool import DigestSpool
 from .errors import DshAuditError
-from .findings import Finding, allowing, counts, severity_counts
+from .findings import Finding, allowing, counts, ignoring, severity_counts
 from .fold import RebuiltRequest
 from .generations import generations
 from .readers import open_logs
@@ -103,29 +103,31 @@ def paused_gc() -> Iterator[None]:
 
 
 def verify_source(source: LogSource, *, message_prefix: str = "legacy", keep_requests: bool = True,
-                  allow_events: tuple[str, ...] = ()) -> LogReport:
+                  allow_events: tuple[str, ...] = (), ignore: Mapping[str, str] | None = None) -> LogReport:
     """One log's findings and rebuilt request count; the per-request digests too unless `keep_requests` is off
     (then memory stays bounded by the live surface, whatever the log's length). `allow_events`: globs on the
-    type of ignorable unknown events whose warnings become notes (findings.allowing)."""
+    type of ignorable unknown events whose warnings become notes (findings.allowing); `ignore`: finding codes
+    whose findings become notes, each with where it was named (findings.ignoring)."""
     started = time.perf_counter()
     with paused_gc():
-        report = _verify_source(source, message_prefix, keep_requests, allow_events)
+        report = _verify_source(source, message_prefix, keep_requests, allow_events, ignore or {})
     report.seconds = time.perf_counter() - started
     return report
 
 
 def _verify_source(source: LogSource, message_prefix: str, keep_requests: bool,
-                   allow_events: tuple[str, ...]) -> LogReport:
+                   allow_events: tuple[str, ...], ignore: Mapping[str, str]) -> LogReport:
     report = LogReport(label=source.label, generation=source.generation.version, keep_requests=keep_requests)
     decided = fastpath.fast_verify(source, message_prefix=message_prefix, keep_requests=keep_requests)
     if decided is not None:   # no finding at all; otherwise the full verifier below reads the log and words them
         report.fast_path, report.events, report.request_count = True, decided.events, decided.request_count
         report.requests = decided.requests
         return report
-    check_header(source, report)
+    note = noting(report, allow_events, ignore)
+    check_header(source, report, note)
     walker = None
     try:
-        walker = Walker(source, message_prefix=message_prefix, on_finding=noting(report, allow_events),
+        walker = Walker(source, message_prefix=message_prefix, on_finding=note,
                         checks=walk_checks())
         for walked in walker:
             if walked.closed is not None:
@@ -135,47 +137,51 @@ def _verify_source(source: LogSource, message_prefix: str, keep_requests: bool,
         report.events = walker.events if walker is not None else 0
         return report
     report.events = walker.events
-    check_end(source, report)
+    check_end(source, report, note)
     return report
 
 
-def check_header(source: LogSource, report: LogReport) -> None:
-    """The full verifier's findings before the walk: the session header against its generation's schema."""
+def check_header(source: LogSource, report: LogReport, note: Callable[[Finding], None] | None = None) -> None:
+    """The full verifier's findings before the walk: the session header against its generation's schema (kept
+    in `report`, or through `note`)."""
     for violation in validate_header(source.header, source.generation.version):
-        report.note(Finding("schema", f"session header {violation.pointer or '/'}: {violation.message}",
+        (note or report.note)(Finding("schema", f"session header {violation.pointer or '/'}: {violation.message}",
                                 line=source.header_line, log=source.label))
 
 
-def noting(report: LogReport, allow_events: tuple[str, ...]) -> Callable[[Finding], None]:
-    """Where the walk's findings go: into `report`, allowed events' warnings as notes (findings.allowing)."""
-    if not allow_events:
+def noting(report: LogReport, allow_events: tuple[str, ...], ignore: Mapping[str, str] | None = None
+           ) -> Callable[[Finding], None]:
+    """Where the walk's findings go: into `report`, allowed events' warnings and ignored codes' findings as
+    notes (findings.allowing, findings.ignoring)."""
+    if not allow_events and not ignore:
         return report.note
-    allow = allowing(allow_events)
-    return lambda finding: report.note(allow(finding))
+    allow, accept = allowing(allow_events), ignoring(ignore or {})
+    return lambda finding: report.note(accept(allow(finding)))
 
 
-def check_end(source: LogSource, report: LogReport) -> None:
-    """The full verifier's findings once the walk has read the whole log: a torn tail, no event at all."""
+def check_end(source: LogSource, report: LogReport, note: Callable[[Finding], None] | None = None) -> None:
+    """The full verifier's findings once the walk has read the whole log: a torn tail, no event at all (kept in
+    `report`, or through `note`)."""
+    note = note or report.note
     if source.torn_tail is not None:
         tail = source.torn_tail
         what = (f"dropped torn final line {tail.line} ({tail.dropped_bytes} bytes)" if tail.dropped_bytes
                 else f"torn tail after line {tail.line - 1}")
-        report.note(Finding("torn-tail", f"{what}: {tail.reason}", severity="warning", line=tail.line,
-                                log=source.label))
+        note(Finding("torn-tail", f"{what}: {tail.reason}", severity="warning", line=tail.line, log=source.label))
     if report.events == 0:
-        report.note(Finding("empty-log", "the log has a header but no events", severity="warning",
-                                log=source.label))
+        note(Finding("empty-log", "the log has a header but no events", severity="warning", log=source.label))
 
 
 def verify_path(path: Path, found_in: Path | None = None, *, message_prefix: str = "legacy",
-                keep_requests: bool = True, allow_events: tuple[str, ...] = ()) -> list[LogReport]:
+                keep_requests: bool = True, allow_events: tuple[str, ...] = (),
+                ignore: Mapping[str, str] | None = None) -> list[LogReport]:
     """Every session stored at `path`; an unreadable file becomes a report with `read_error` set. `found_in`:
     the folder a walk found it in, from which it is opened without following a link (readers.open_logs)."""
     reports: list[LogReport] = []
     try:
         for source in open_logs(path, found_in=found_in):
             reports.append(verify_source(source, message_prefix=message_prefix, keep_requests=keep_requests,
-                                         allow_events=allow_events))
+                                         allow_events=allow_events, ignore=ignore))
     except DshAuditError as error:
         reports.append(LogReport(label=str(path), read_error=str(error)))
     return reports
@@ -183,8 +189,8 @@ def verify_path(path: Path, found_in: Path | None = None, *, message_prefix: str
 
 def verify_paths(paths: Iterable[Path], *, message_prefix: str = "legacy", jobs: int | None = 1,
                  keep_requests: bool = True, all_generations: bool = False,
-                 superseded: Mapping[Path, Path] | None = None, allow_events: tuple[str, ...] = ()
-                 ) -> Iterator[LogReport]:
+                 superseded: Mapping[Path, Path] | None = None, allow_events: tuple[str, ...] = (),
+                 ignore: Mapping[str, str] | None = None) -> Iterator[LogReport]:
     """Reports for every log below `paths`, in discovery order, then one per older generation skipped in a
     session directory, or of a log picked by --session (`superseded`; all are read with `all_generations`).
     `jobs` > 1 (None: one per core) verifies logs in that many processes; the output order stays deterministic."""
@@ -195,7 +201,7 @@ def verify_paths(paths: Iterable[Path], *, message_prefix: str = "legacy", jobs:
         yield LogReport(label=str(link), read_error=f"{link}: {why}")
     for directory in found.empty:
         yield LogReport(label=str(directory), read_error=f"{directory}: {no_log_below(directory, found)}")
-    yield from _verified(found.files, found, message_prefix, jobs, keep_requests, allow_events)
+    yield from _verified(found.files, found, message_prefix, jobs, keep_requests, allow_events, ignore)
     for older, newer in sorted(found.skipped.items()):
         yield LogReport(label=str(older), superseded_by=str(newer))
     for path, why in sorted(found.ignored.items()):
@@ -203,14 +209,15 @@ def verify_paths(paths: Iterable[Path], *, message_prefix: str = "legacy", jobs:
 
 
 def _verified(files: list[Path], found: Discovery, message_prefix: str, jobs: int | None,
-              keep_requests: bool, allow_events: tuple[str, ...]) -> Iterator[LogReport]:
+              keep_requests: bool, allow_events: tuple[str, ...], ignore: Mapping[str, str] | None
+              ) -> Iterator[LogReport]:
     ambiguous = found.ambiguous
 
     def verify_one(path: Path) -> list[LogReport]:
         if path in ambiguous:
             return [LogReport(label=str(path), read_error=f"{path}: {ambiguous[path]}")]
         return verify_path(path, found.found_in.get(path), message_prefix=message_prefix,
-                           keep_requests=keep_requests, allow_events=allow_events)
+                           keep_requests=keep_requests, allow_events=allow_events, ignore=ignore)
 
     workers = min(jobs or os.cpu_count() or 1, len(files))
     if workers <= 1:
@@ -227,7 +234,7 @@ def _verified(files: list[Path], found: Discovery, message_prefix: str, jobs: in
 
     with ProcessPoolExecutor(max_workers=workers) as pool:
         verify_many = partial(verify_path, message_prefix=message_prefix, keep_requests=keep_requests,
-                              allow_events=allow_events)
+                              allow_events=allow_events, ignore=ignore)
         readable = [path for path in files if path not in here]
         mapped = pool.map(verify_many, readable, [found.found_in.get(path) for path in readable],
                           chunksize=max(1, len(readable) // (workers * 8)))

@@ -25,7 +25,7 @@ DIRECTORY = click.Path(path_type=Path, exists=True, file_okay=False)
 @click.group(epilog="""\b
 Examples:
   audit golden update logs/                       pin the digests of every request below logs/
-  audit golden update --full logs/                pin the request bodies too (per-path diffs on change)
+  audit golden update --full logs/                pin the bodies too (a check shows each change's text)
   audit golden check --junit out.xml logs/        a CI gate: a changed, added or removed request fails
 Exit codes: 0 same, 1 a request changed, 2 unreadable input, no golden file, an unwritable output or bad
 usage, 3 internal error, 130 interrupted.""")
@@ -35,8 +35,8 @@ def golden() -> None:
 
 @golden.command()
 @click.argument("directory", type=DIRECTORY)
-@click.option("--full", is_flag=True, help="Also pin the full request bodies, so a check names the differing "
-              "message and JSON path.")
+@click.option("--full", is_flag=True, help="Also pin the request bodies (each message stored once), so a check "
+              "shows the text of what changed.")
 @prefix_option("Checks reuse this choice.")
 def update(directory: Path, full: bool, message_prefix: str) -> int:
     """Rebuild every log under DIRECTORY and (re)write its golden file. Nothing is written if a log is unreadable."""
@@ -63,7 +63,8 @@ def update(directory: Path, full: bool, message_prefix: str) -> int:
 @JUNIT_OPTION
 @COLOR_OPTION
 def check_command(directory: Path, fmt: str, junit_file: Path | None, color: str | None) -> int:
-    """Rebuild every log under DIRECTORY and compare with its golden file, with a per-step diff of what changed."""
+    """Rebuild every log under DIRECTORY and compare with its golden file: the requests that changed, and (with
+    a --full golden file) each change's text once, however many requests have it."""
     inputs = [directory, golden_path(directory)]
     check_output(junit_file, inputs=inputs, what="the JUnit report", create_folder=True)   # before the work
     started = time.perf_counter()

@@ -33,6 +33,22 @@ ALLOW_EVENT_OPTION = click.option(
     help="An ignorable event type this version does not know, but you do (a glob on the type, e.g. 'acme/*'; "
          "repeatable; also $DSH_AUDIT_ALLOW_EVENTS, space-separated): listed as a note, never a warning, so "
          "--strict accepts it.")
+
+
+def _codes(_context: click.Context, _param: click.Parameter, codes: tuple[str, ...]) -> tuple[str, ...]:
+    from ..findings import ignored_code_problem
+
+    for code in codes:
+        problem = ignored_code_problem(code)
+        if problem is not None:
+            raise click.BadParameter(problem)
+    return codes
+
+
+IGNORE_OPTION = click.option(
+    "--ignore", "ignore_codes", multiple=True, metavar="CODE", callback=_codes,
+    help="A finding code to accept (repeatable; also the list `ignore` in ./dsh-audit.toml): its findings are "
+         "listed as notes, never failing a log, --strict or not.")
 COLOR_OPTION = click.option(
     "--color", type=click.Choice(COLOR_CHOICES), default=None,
     help="Colour in the human views: auto (on a terminal; never with NO_COLOR, always with FORCE_COLOR), "
@@ -59,6 +75,13 @@ def prefix_option(more: str = "") -> Callable[[F], F]:
         "--message-prefix", type=click.Choice(["legacy", "drop"]), default="legacy", show_default=True,
         help="Older logs carry header.messagePrefix: 'legacy' prepends it as the old writers sent it; 'drop' "
              f"ignores it as the current reference does.{' ' + more if more else ''}")
+
+
+def ignored(codes: tuple[str, ...]) -> dict[str, str]:
+    """The codes to accept, each with where it was named: --ignore, else the project's dsh-audit.toml."""
+    from ..config import CONFIG_NAME, project_config
+
+    return {code: CONFIG_NAME for code in project_config().ignore} | {code: "--ignore" for code in codes}
 
 
 def color_choice() -> str | None:

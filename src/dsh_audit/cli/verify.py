@@ -15,11 +15,13 @@ from .options import (
     ALL_GENERATIONS_OPTION,
     ALLOW_EVENT_OPTION,
     COLOR_OPTION,
+    IGNORE_OPTION,
     JUNIT_OPTION,
     LOGS_ARGUMENT,
     SESSION_OPTION,
     chosen_paths,
     format_option,
+    ignored,
     prefix_option,
     this_terminal,
 )
@@ -34,6 +36,7 @@ Examples:
   audit verify --session 3f2a           the one session whose id starts with 3f2a
   audit verify --strict --junit out.xml logs/     a CI gate: warnings fail too, a JUnit report
   audit verify --strict --allow-event 'acme/*' logs/   the product's own ignorable events accepted
+  audit verify --strict --ignore placeholder-header fixtures/   scrubbed fixtures accepted
 Exit codes: 0 clean, 1 findings, 2 unreadable input, unwritable --junit or bad usage, 3 internal error,
 130 interrupted.""")
 @LOGS_ARGUMENT
@@ -41,6 +44,7 @@ Exit codes: 0 clean, 1 findings, 2 unreadable input, unwritable --junit or bad u
 @format_option("table", "json", "junit")
 @click.option("--strict", is_flag=True, help="Warnings (placeholders, ignorable unknown events, torn tails) fail too.")
 @ALLOW_EVENT_OPTION
+@IGNORE_OPTION
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, show_default=True,
               help="Processes for a directory of logs (0: one per core). Output order does not depend on it.")
 @JUNIT_OPTION
@@ -48,8 +52,8 @@ Exit codes: 0 clean, 1 findings, 2 unreadable input, unwritable --junit or bad u
 @prefix_option()
 @COLOR_OPTION
 def verify(logs: tuple[Path, ...], session: str | None, fmt: str, strict: bool, allow_events: tuple[str, ...],
-           jobs: int, message_prefix: str, junit_file: Path | None, all_generations: bool, color: str | None
-           ) -> int:
+           ignore_codes: tuple[str, ...], jobs: int, message_prefix: str, junit_file: Path | None,
+           all_generations: bool, color: str | None) -> int:
     """Rebuild every request of each LOG (file or directory) and check every invariant.
 
     Every dsh log generation (format v0 to v4) is read; in a directory, each log's newest generation. With no
@@ -60,6 +64,7 @@ def verify(logs: tuple[Path, ...], session: str | None, fmt: str, strict: bool, 
     from .progress_bar import byte_progress
 
     allowed = allowed_events(allow_events)
+    accepted = ignored(ignore_codes)
     chosen = chosen_paths(logs, session)
     paths = chosen.paths
     check_output(junit_file, inputs=chosen.inputs, what="the JUnit report", create_folder=True)   # before the work
@@ -69,7 +74,7 @@ def verify(logs: tuple[Path, ...], session: str | None, fmt: str, strict: bool, 
         found = verify_paths(paths, message_prefix=message_prefix, jobs=jobs or None,
                              keep_requests=fmt == "json",   # the table shows counts only
                              all_generations=all_generations, superseded=chosen.superseded,
-                             allow_events=allowed)
+                             allow_events=allowed, ignore=accepted)
         if fmt == "json":
             from ..reports.verify_json import write_document
 

@@ -209,17 +209,17 @@ def _presence(old: Any, new: Any) -> str:
 def diff_headers(old: HeaderSnapshot, new: HeaderSnapshot) -> list[Change]:
     """Every difference between two snapshots, field by field; empty when nothing (verifiable) changed."""
     changes: list[Change] = []
-    changes += _diff_config(old.header.get("config"), new.header.get("config"))
+    changes += diff_config(old.header.get("config"), new.header.get("config"))
     a, b = old.header.get("adapterDefaults"), new.header.get("adapterDefaults")
     if _text(a) != _text(b):
         changes.append(_row("adapterDefaults", _presence(a, b), before=_text(a), after=_text(b)))
-    changes += _diff_system(old.raw.get("system"), new.raw.get("system"))
-    changes += _diff_tools(old.raw.get("tools"), new.raw.get("tools"))
+    changes += diff_system(old.raw.get("system"), new.raw.get("system"))
+    changes += diff_tools(old.raw.get("tools"), new.raw.get("tools"))
     changes += _diff_prefix(old.message_prefix, new.message_prefix)
     return changes
 
 
-def _diff_config(old: Any, new: Any) -> list[Change]:
+def diff_config(old: Any, new: Any) -> list[Change]:
     old = old if isinstance(old, dict) else {}
     new = new if isinstance(new, dict) else {}
     return [_row(f"config.{key}", _presence(old.get(key), new.get(key)),
@@ -238,21 +238,26 @@ def _short(value: Any, limit: int = 60) -> str | None:
     return text if text is None else clip(text, limit + 1)
 
 
-def _diff_system(old: Any, new: Any) -> list[Change]:
+def diff_system(old: Any, new: Any) -> list[Change]:
     if is_placeholder(old) or is_placeholder(new):
         return [_unverifiable("system", old, new)]
     if old == new:
         return []
-    before, after = (_lines(v) if isinstance(v, str) else [] for v in (old, new))
-    lines = [line for line in difflib.unified_diff(before, after, lineterm="", n=0)
-             if not line.startswith(("---", "+++"))]
+    before, after = (text_lines(v) if isinstance(v, str) else [] for v in (old, new))
+    lines = line_diff(before, after)
     added = sum(1 for line in lines if line.startswith("+"))
     removed = sum(1 for line in lines if line.startswith("-"))
     return [_row("system", _presence(old, new), before=f"{len(before)} lines", after=f"{len(after)} lines",
                  path=f"+{added} -{removed} lines", detail="\n".join(lines))]
 
 
-def _lines(text: str) -> list[str]:
+def line_diff(before: list[str], after: list[str]) -> list[str]:
+    """A unified diff of two texts' lines, no context, without its file names: @@ hunks, -old, +new."""
+    return [line for line in difflib.unified_diff(before, after, lineterm="", n=0)
+            if not line.startswith(("---", "+++"))]
+
+
+def text_lines(text: str) -> list[str]:
     """A prompt's lines, split at newlines only: a CR or another separator in a line is data, kept (and shown
     escaped by the view), not a line break of its own."""
     if not text:
@@ -274,7 +279,7 @@ def _tool_map(tools: Any) -> dict[str, Any]:
     return named
 
 
-def _diff_tools(old: Any, new: Any) -> list[Change]:
+def diff_tools(old: Any, new: Any) -> list[Change]:
     if is_placeholder(old) or is_placeholder(new):
         return [_unverifiable("tools", old, new)]
     listed = [*(old if isinstance(old, list) else []), *(new if isinstance(new, list) else [])]

@@ -42,11 +42,11 @@ def _snapshot(changes: list[dict[str, Any]], term: Terminal, wide: bool) -> list
     against = f" (against {first['against']})" if first["against"] else ""
     lines = [term.style(line, fg="cyan") for line in wrap(f"{where}: {first['reason']}{against}", term.width)]
     for change in changes:
-        lines += _change(change, term, wide)
+        lines += change_lines(change, term, wide)
     return lines
 
 
-def _change(row: dict[str, Any], term: Terminal, wide: bool) -> list[str]:
+def change_lines(row: dict[str, Any], term: Terminal, wide: bool) -> list[str]:
     kind, field = row["change"], row["field"]
     if field is None:   # "initial" or "unchanged"
         text = kind + (f": {row['detail']}" if row["detail"] else "")
