@@ -175,8 +175,10 @@ def cache_report(logs: tuple[Path, ...], session: str | None, fmt: str | None, o
     order = sort or ("lost" if table_view else "path")
     shown = ranked(report, sort=order, top=top, collapses_only=collapses_only)
 
+    collapsed = set(report.requests.filter(pl.col("collapse"))["log"])   # the logs an explain command names
+    prefixes = {label: prefix for label, prefix in session_prefixes(report.logs).items() if label in collapsed}
     names = cache_view.Names(session_names(report.logs), _explain_targets(
-        selection.paths if not logs or session is None else [], session_prefixes(report.logs), given=bool(logs)))
+        selection.paths if not logs or session is None else [], prefixes, given=bool(logs)))
 
     def view() -> str:
         term = this_terminal()

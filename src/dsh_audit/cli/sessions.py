@@ -1,6 +1,6 @@
 """`audit sessions`: the sessions in dsh's session root, ranked as --sort says (dsh_audit.sessions), handed to
-the table or the JSON sink. Exit codes: 0 listed (a log that cannot be read is a row with its error, a folder that cannot
-be listed is named under the table), 2 when the root itself cannot be read."""
+the table or the JSON sink. Exit codes: 0 listed (a log that cannot be read is a row with its error, a folder
+that cannot be listed is named under the table), 2 when the root itself cannot be read."""
 
 from __future__ import annotations
 
