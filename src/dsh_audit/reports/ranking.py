@@ -79,7 +79,7 @@ def ranked(report: CacheReport, *, sort: str = "path", top: int | None = None,
         logs = logs.filter(pl.col("collapses") > 0)
     if top is not None:
         logs = logs.head(top)
-    if logs.height == report.logs.height and sort == "path" and not collapses_only:
+    if not collapses_only and logs["log"].equals(report.logs["log"]):   # one log, or already in order: no copy
         return report
     rank = pl.DataFrame({"log": logs["log"], "_rank": range(logs.height)}, schema={"log": pl.String,
                                                                                    "_rank": pl.Int64})
