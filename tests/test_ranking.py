@@ -39,6 +39,7 @@ def test_an_id_is_named_by_the_shortest_start_no_other_shares() -> None:
     assert short_ids(["session-abcdef12-aaaa", "session-abcdef12-bbbb", "session-1234567890ab", "x", None,
                       "session-same", "session-same"]) == ["abcdef12-a", "abcdef12-b", "12345678", "x", None, None,
                                                            None]
+    assert short_ids(["session-0123456789", "session-0123456789ab"]) == ["0123456789", "0123456789a"]
 
 
 def test_the_command_line_offers_the_keys_the_ranking_knows() -> None:

@@ -25,8 +25,10 @@ MIN_PREFIX = 8   # characters of an id shown at least: a prefix this short is ra
 
 def short_ids(ids: Sequence[str | None]) -> list[str | None]:
     """Per id (dsh's `session-` left out), its shortest start of at least MIN_PREFIX characters that starts no
-    other id given; None where there is no id, or where another log has the same one (two generations of one
-    session, a copied log): only its path tells those apart."""
+    other id given, or the whole id where it is itself the start of another (an explain command then names the
+    log by its path: cli.cache_report checks what `--session` picks); None where there is no id, or where
+    another log has the same one (two generations of one session, a copied log): only its path tells those
+    apart."""
     bare = [None if session is None else session.removeprefix(ID_PREFIX) for session in ids]
     seen = Counter(name for name in bare if name)
     unique = sorted(seen)
