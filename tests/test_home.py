@@ -245,21 +245,23 @@ def test_single_frame_keeps_every_other_rule(tmp_path: Path) -> None:
 # --- audit sessions -------------------------------------------------------------------------------------------
 
 COST = r"(\$\d+\.\d{4}|-)"
+HIT = r"(\d+\.\d %|-)"
 
 
 def test_audit_sessions_table(fake_home: Home) -> None:
-    result = CliRunner().invoke(main, ["sessions"], env=fake_home.env | {"COLUMNS": "100"})
+    result = CliRunner().invoke(main, ["sessions", "--sort", "recent"], env=fake_home.env | {"COLUMNS": "120"})
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    assert all(len(line) <= 100 for line in lines), lines
-    assert lines[0].split() == ["ID", "LAST", "ACTIVITY", "(UTC)", "GEN", "REQS", "COST", "SIZE", "CWD"]
+    assert all(len(line) <= 120 for line in lines), lines
+    assert lines[0].split() == ["ID", "LAST", "ACTIVITY", "(UTC)", "GEN", "REQS", "HIT", "COST", "LOST", "SIZE",
+                                "CWD"]
     rows = [line for line in lines[1:] if not line.startswith((" ", "5 session(s)"))]   # an error under its row
     assert [row.split()[0] for row in rows] == ["d5d5d5d5-0000", "c4c4c4c4-0000", "b2b2c3c3-0000",
                                                 "b2b2b2b2-0000", "a1a1a1a1-0000"]
     assert rows[0].endswith("  (unreadable)") and lines[2].startswith("  error: ") and "corrupt zstd" in lines[2]
     alpha = rows[-1]
-    assert re.search(rf"a1a1a1a1-0000  2026-\d\d-\d\dT\d\d:\d\d:\d\dZ  v3 +\d+ +{COST} +[\d.]+ kB  /work/alpha$",
-                     alpha), alpha
+    assert re.search(rf"a1a1a1a1-0000  2026-\d\d-\d\dT\d\d:\d\d:\d\dZ  v3 +\d+ +{HIT} +{COST} +{COST} +[\d.]+ kB  "
+                     "/work/alpha$", alpha), alpha
     assert rows[1].endswith("  -")   # no cwd
     closing = next(i for i, line in enumerate(lines) if line.startswith("5 session(s)"))   # wraps on a long path
     assert " ".join(line.strip() for line in lines[closing:]) == (f"5 session(s) in {fake_home.root}, 1 unreadable, "
@@ -270,8 +272,8 @@ def test_audit_sessions_json_limit_and_root(fake_home: Home, tmp_path: Path) -> 
     result = CliRunner().invoke(main, ["sessions", "--format", "json", "--limit", "2"],
                                 env={"DSH_HOME": str(tmp_path / "elsewhere")} | {"HOME": str(tmp_path)})
     assert result.exit_code == 2
-    result = CliRunner().invoke(main, ["sessions", "--root", str(fake_home.root), "--format", "json", "--limit",
-                                       "2"], env={"DSH_HOME": str(tmp_path / "elsewhere")})
+    result = CliRunner().invoke(main, ["sessions", "--root", str(fake_home.root), "--format", "json", "--sort",
+                                       "recent", "--limit", "2"], env={"DSH_HOME": str(tmp_path / "elsewhere")})
     assert result.exit_code == 0, result.output
     document = json.loads(result.output)
     assert document["root"] == str(fake_home.root)

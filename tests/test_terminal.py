@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from rich.cells import cell_len
 
-from test_views import collapsing_log
+from test_views import collapsing_home, collapsing_log
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "sample_logs" / "compaction-recovery"
@@ -100,6 +100,7 @@ def place(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (broken / "session.jsonl").write_text("\n".join([*lines[:5], '{"type": "turn/start", "data": {', *lines[6:]])
                                           + "\n", encoding="utf-8")
     shutil.copy(CHINESE, root / "chinese.v4.jsonl")
+    collapsing_home(root / "collapsing" / "sessions")
     subprocess.run([sys.executable, "-m", "dsh_audit", "golden", "update", "logs"], cwd=root, check=True,
                    capture_output=True)
     changed = root / "logs" / "compaction-recovery" / "session.v3.jsonl"
@@ -145,6 +146,29 @@ def test_each_view_fits_the_terminal_in_real_colour(view: str, columns: int, pla
             snapshot.parent.mkdir(parents=True, exist_ok=True)
             snapshot.write_text(text, encoding="utf-8")
         assert text == snapshot.read_text(encoding="utf-8"), f"{view} differs from {snapshot.name}"
+
+
+# Worst first: the views of a home whose sessions lost money to collapses, kept at 80 and 120 columns.
+RANKED = {
+    "cache-report-home": ["cache-report", "collapsing/sessions"],
+    "cache-report-home-logs": ["cache-report", "--rows", "logs", "--top", "2", "collapsing/sessions"],
+    "sessions-ranked": ["sessions", "--root", "collapsing/sessions"],
+}
+
+
+@pytest.mark.parametrize("columns", (80, 120))
+@pytest.mark.parametrize("view", sorted(RANKED))
+def test_ranked_views_open_with_the_worst(view: str, columns: int, place: Path) -> None:
+    code, text = on_terminal(RANKED[view], columns, place)
+    assert code == 0 and "Traceback" not in text, text
+    assert_fits(text, columns)
+    plain = SGR.sub("", text).splitlines()
+    first = 2 if view.startswith("cache-report") else 1   # after the heading and the table's titles
+    assert plain[first].split()[0] == ("e9c4d2b1" if view.startswith("cache-report") else "e9c4d2b1-6a7f")
+    snapshot = SNAPSHOTS / f"{view}-{columns}.ansi"
+    if os.environ.get("DSH_AUDIT_WRITE_SNAPSHOTS"):
+        snapshot.write_text(text, encoding="utf-8")
+    assert text == snapshot.read_text(encoding="utf-8"), f"{view} differs from {snapshot.name}"
 
 
 @pytest.mark.parametrize("columns", WIDTHS)

@@ -38,6 +38,29 @@ def collapsing_log(tmp_path: Path) -> Path:
     return write_jsonl(log, tmp_path / "session.jsonl")
 
 
+def collapsing_home(root: Path) -> Path:
+    """A session root of four sessions: the collapsing log, one steady, one whose one unexplained collapse
+    loses most, and one that never collapses and whose id shares its first nine characters with the first."""
+    def place(log: LogBuilder, session_id: str, project: str) -> None:
+        log.header |= {"id": f"session-{session_id}", "cwd": f"/work/{project}"}
+        folder = root / f"--work-{project}--" / f"session-{session_id}"
+        folder.mkdir(parents=True)
+        write_jsonl(log, folder / "session.jsonl")
+
+    collapsing = steady_log()
+    turn(collapsing, 3, "more", 0, reason="change", tools=[TOOL_A, TOOL_B])
+    turn(collapsing, 4, "again " * 100, 640)
+    turn(collapsing, 5, "later", 0)
+    place(collapsing, "3f2a91c0-7d4e-4b1a-9c3e-5f6a7b8c9d01", "shop")
+    place(steady_log(), "b7e01d44-1c2d-4e5f-8a9b-0c1d2e3f4a5b", "docs")
+    costly = steady_log()
+    turn(costly, 3, "long " * 400, 4096, fresh=4000)
+    turn(costly, 4, "later", 0, fresh=8500)
+    place(costly, "e9c4d2b1-6a7f-4c8d-b3e2-1f0a9b8c7d6e", "billing")
+    place(steady_log(), "3f2a91c0-0b1c-4d2e-8f3a-4b5c6d7e8f90", "shop-api")
+    return root
+
+
 @pytest.mark.parametrize(("value", "shown"), [(None, "–"), (0, "0"), (999, "999"), (1234, "1.2K"),
                                               (15_600_000, "15.6M")])
 def test_counts_read_as_a_person_reads_them(value: int | None, shown: str) -> None:
@@ -69,8 +92,9 @@ def test_the_summary_names_the_collapses_their_cost_and_how_to_explain_them(tmp_
     block = next(index for index, line in enumerate(lines) if line.startswith("cache block"))
     summary = lines[:block]
     assert "2 collapse(s), 1 unexplained" in summary[-3]
-    assert summary[-2].startswith("worst: session.jsonl 3.1#1 (header-change, $0.000044)")
-    assert summary[-1].startswith("unexplained: 5.1#1 lost $") and "audit explain session.jsonl 5.1#1" in summary[-1]
+    assert summary[-2].startswith("worst: s-1 3.1#1 (header-change, $0.000044)")   # the session by its id
+    assert summary[-1].startswith("unexplained: s-1 5.1#1 lost $")
+    assert "audit explain session.jsonl 5.1#1" in summary[-1]
     assert lines[block].startswith("cache block 128 tokens (default: all 65 non-zero cache reads")
 
 

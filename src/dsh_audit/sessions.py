@@ -8,55 +8,89 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .errors import DshAuditError
 from .readers import open_log
 from .readers.home import SessionInfo, SessionScan, scan_sessions
 from .records import LogSource
 
-# (own requests, cost) of one opened log, in one pass; the default counts requests and prices nothing.
-Tally = Callable[[LogSource], tuple[int, float | None]]
+
+class Figures(NamedTuple):
+    """What a tally counts of one session: its own requests, what its own calls cost, their hit ratio and what
+    their cache collapses lost (None: not counted)."""
+
+    requests: int
+    cost_usd: float | None
+    hit_ratio: float | None = None
+    lost_usd: float | None = None
 
 
-def count_requests(source: LogSource) -> tuple[int, float | None]:
+# The figures of one opened log, in one pass; the default counts requests and prices nothing.
+Tally = Callable[[LogSource], tuple[int, float | None] | Figures]
+
+
+def count_requests(source: LogSource) -> Figures:
     """The default tally: the session's own requests, no cost. Findings are ignored: a log the reference would
     refuse still has the requests it rebuilds."""
     from .reconstruct import iter_requests
 
     requests = iter_requests(source, on_finding=lambda _finding: None)
-    return sum(1 for request in requests if not request.inherited), None
+    return Figures(sum(1 for request in requests if not request.inherited), None)
 
 
-def priced(source: LogSource) -> tuple[int, float | None]:
-    """The session's own requests and what its own calls cost, as cache-report prices them, in one pass."""
-    from .reports.cache_report import CacheOptions, iter_log_rows
+def priced(source: LogSource) -> Figures:
+    """The session's own requests, what its own calls cost, their hit ratio and what their collapses lost, as
+    `audit cache-report --no-predict` counts them, in one pass."""
+    from .reports.cache_report import CacheOptions, judged_frame, summarize
 
-    rows = [row for row in iter_log_rows(source, CacheOptions(predict=False)) if not row["inherited"]]
-    costs = [row["costUsd"] for row in rows if row["costUsd"] is not None]
-    return sum(row["kind"] == "request" for row in rows), (float(sum(costs)) if costs else None)
+    summary = summarize(judged_frame(source, CacheOptions(predict=False)))
+    return Figures(summary["requests"], summary["costUsd"], summary["hitRatio"],
+                   summary["collapseCostUsd"] if summary["costUsd"] is not None else None)
 
 
 def _tallied(info: SessionInfo, tally: Tally) -> SessionInfo:
     if info.error is not None:
         return info
     try:
-        requests, cost = tally(open_log(info.path, found_in=info.root))
+        figures = Figures(*tally(open_log(info.path, found_in=info.root)))
     except DshAuditError as error:
         return replace(info, error=str(error))
     except OSError as error:
         return replace(info, error=f"{info.path}: cannot read: {error.strerror}")
-    return replace(info, requests=requests, cost_usd=cost)
+    return replace(info, requests=figures.requests, cost_usd=figures.cost_usd, hit_ratio=figures.hit_ratio,
+                   lost_usd=figures.lost_usd)
 
 
-def list_sessions(root: Path, *, limit: int | None = None, tally: Tally = count_requests) -> SessionScan:
-    """The sessions below `root`, newest first (by last activity), at most `limit`, each with its own request
-    count and cost as `tally` gives them (from a freshly opened source of the log). A log that cannot be read is
-    listed with its error, a folder that cannot be listed in `unlisted` (whatever the limit); only a missing root
-    raises (LogReadError)."""
+def list_sessions(root: Path, *, limit: int | None = None, tally: Tally = count_requests,
+                  sort: str = "recent") -> SessionScan:
+    """The sessions below `root` in `sort`'s order (newest first by last activity, else by `ranked`), at most
+    `limit`, each with its own figures as `tally` gives them (from a freshly opened source of the log). A log that
+    cannot be read is listed with its error (last where a figure ranks them), a folder that cannot be listed in
+    `unlisted` (whatever the limit); only a missing root raises (LogReadError). Newest first, only the sessions
+    kept are tallied; any other order tallies them all."""
     scan = scan_sessions([root])
-    chosen = scan.sessions if limit is None else scan.sessions[:limit]
-    return SessionScan([_tallied(info, tally) for info in chosen], scan.unlisted)
+    if sort == "recent":
+        chosen = scan.sessions if limit is None else scan.sessions[:limit]
+        return SessionScan([_tallied(info, tally) for info in chosen], scan.unlisted)
+    infos = ranked([_tallied(info, tally) for info in scan.sessions], sort)
+    return SessionScan(infos if limit is None else infos[:limit], scan.unlisted)
+
+
+def ranked(infos: list[SessionInfo], sort: str) -> list[SessionInfo]:
+    """Sessions by what their collapses lost (then cost), by cost or requests (most first), by hit ratio (lowest
+    first) or by path; ties in the order given (newest first), a session without the figure last."""
+    if sort == "path":
+        return sorted(infos, key=lambda info: str(info.path))
+    if sort == "hit":
+        return sorted(infos, key=lambda info: (info.hit_ratio is None, info.hit_ratio or 0.0))
+    figures: dict[str, Callable[[SessionInfo], tuple[float, ...]]] = {
+        "lost": lambda info: (-(info.lost_usd or 0.0), -(info.cost_usd or 0.0)),
+        "cost": lambda info: (-(info.cost_usd or 0.0),),
+        "requests": lambda info: (-(info.requests or 0),),
+    }
+    key = figures[sort]
+    return sorted(infos, key=lambda info: (info.error is not None, *key(info)))
 
 
 def iso(moment: datetime) -> str:
@@ -66,7 +100,8 @@ def iso(moment: datetime) -> str:
 def session_json(info: SessionInfo) -> dict[str, Any]:
     return {"id": info.session_id, "cwd": info.cwd, "generation": info.generation, "path": str(info.path),
             "directory": str(info.directory), "sizeBytes": info.size, "lastActivity": iso(info.last_activity),
-            "requests": info.requests, "costUsd": info.cost_usd, "children": [str(p) for p in info.children],
+            "requests": info.requests, "costUsd": info.cost_usd, "hitRatio": info.hit_ratio,
+            "lostUsd": info.lost_usd, "children": [str(p) for p in info.children],
             "skipped": [str(p) for p in info.skipped], "error": info.error}
 
 

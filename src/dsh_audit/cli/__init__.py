@@ -153,8 +153,9 @@ class _LazyGroup(click.Group):
                    "DIR/dsh-audit.golden.json."),
         "rebuild": ("rebuild:rebuild", "Print the exact request(s) the model saw, rebuilt from LOG (or the "
                     "--session picked)."),
-        "sessions": ("sessions:sessions", "List the sessions dsh keeps, newest first: id, last "
-                     "activity, generation, requests, cost, size, cwd."),
+        "sessions": ("sessions:sessions", "List the sessions dsh keeps, those whose cache collapses cost most "
+                     "first (or as --sort ranks them): id, last activity, generation, requests, hit ratio, cost, "
+                     "what collapses lost, size, cwd."),
         "verify": ("verify:verify", "Rebuild every request of each LOG (file or directory) and check every "
                    "invariant."),
     }
@@ -196,7 +197,7 @@ class _AuditGroup(_LazyGroup):
 
 @click.group(cls=_AuditGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog="""\b
 Examples:
-  audit sessions                         dsh's sessions, newest first
+  audit sessions                         dsh's sessions, those that lost most to cache collapses first
   audit verify                           every session, every request rebuilt, every invariant checked
   audit cache-report --session 3f2a      where that session lost the prefix cache, why, and the cost
   audit explain LOG 1.2#2                why request 1.2#2 did not extend what was cached

@@ -4,6 +4,7 @@ report out, its rows of the kind asked handed to the sink asked for."""
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,6 +19,7 @@ from ..text import printable
 from . import EXIT_CLEAN, EXIT_FINDINGS
 from .options import (
     ALL_GENERATIONS_OPTION,
+    COLLAPSES_ONLY_OPTION,
     COLOR_OPTION,
     LOGS_ARGUMENT,
     OUT_OPTION,
@@ -26,9 +28,11 @@ from .options import (
     chosen_paths,
     format_option,
     prefix_option,
+    sort_option,
     tell_skipped,
     tell_unreadable,
     this_terminal,
+    top_option,
 )
 from .progress_bar import byte_progress
 
@@ -80,6 +84,9 @@ def _flash(table: PriceTable) -> Prices:
 
 @click.command("cache-report", epilog="""\b
 Examples:
+  audit cache-report ~/.dsh/sessions             the sessions ranked by what collapses lost, the worst
+                                                  requests, then every call
+  audit cache-report --rows logs --top 10 DIR     the ten sessions that lost most, and their worst requests
   audit cache-report session.v3.jsonl             per call: reads, hit %, collapses and causes, cost
   audit cache-report --no-predict ~/.dsh          logged figures only, linear in the logs
   audit cache-report --rows logs --out logs.csv DIR        one row per log, as CSV
@@ -94,7 +101,11 @@ bad usage, 3 internal error, 130 interrupted.""")
 @OUT_OPTION
 @WIDE_OPTION
 @click.option("--rows", type=click.Choice(ROW_KINDS), default="requests", show_default=True,
-              help="Which rows the machine formats hold: one per model call, per log, or the totals.")
+              help="Which rows: one per model call, per log, or the totals. The table shows the ranked sessions "
+                   "and worst requests, then (requests) every call; totals: the summary alone.")
+@sort_option("lost in the table, path in the machine formats")
+@top_option()
+@COLLAPSES_ONLY_OPTION
 @click.option("--block", metavar="auto|TOKENS", default="auto", show_default=True, callback=_block_size,
               help="Cache-block size in tokens, or auto: 128 (every real DeepSeek cache read the project has is a "
                    "multiple of it), unless a log's own non-zero reads are not all multiples of 128: then the "
@@ -127,7 +138,8 @@ bad usage, 3 internal error, 130 interrupted.""")
 @ALL_GENERATIONS_OPTION
 @COLOR_OPTION
 def cache_report(logs: tuple[Path, ...], session: str | None, fmt: str | None, out: Path | None, wide: bool,
-                 rows: str, block: int | None, collapse_threshold: float, prices_file: Path | None,
+                 rows: str, sort: str | None, top: int | None, collapses_only: bool,
+                 block: int | None, collapse_threshold: float, prices_file: Path | None,
                  price_hit: float | None, price_miss: float | None, price_output: float | None,
                  system_file: Path | None, tools_file: Path | None, sidecars: bool, wire: bool, predict: bool,
                  fail_on_unexplained: bool, message_prefix: str, all_generations: bool, color: str | None) -> int:
@@ -138,6 +150,7 @@ def cache_report(logs: tuple[Path, ...], session: str | None, fmt: str | None, o
 
     from ..reports import cache_view
     from ..reports.cache_report import SCHEMA_VERSION, CacheOptions, build_cache_report
+    from ..reports.ranking import ranked, session_names, session_prefixes
     from ..reports.render import check_frame_output, write_frame
     from ..reports.verdict import unexplained as is_unexplained
     from ..sinks import output_format
@@ -159,24 +172,52 @@ def cache_report(logs: tuple[Path, ...], session: str | None, fmt: str | None, o
         report = build_cache_report(selection.paths, options, all_generations=all_generations,
                                     superseded=selection.superseded)
 
+    table_view = chosen == "table"
+    order = sort or ("lost" if table_view else "path")
+    shown = ranked(report, sort=order, top=top, collapses_only=collapses_only)
+
+    collapsed = set(report.requests.filter(pl.col("collapse"))["log"])   # the logs an explain command names
+    prefixes = {label: prefix for label, prefix in session_prefixes(report.logs).items() if label in collapsed}
+    names = cache_view.Names(session_names(report.logs), _explain_targets(
+        selection.paths if not logs or session is None else [], prefixes, given=bool(logs)))
+
     def view() -> str:
         term = this_terminal()
-        return term.show(cache_view.render(report, term, wide=wide))
+        return term.show(cache_view.render(shown, term, wide=wide, rows=rows, names=names,
+                                           worst=top or cache_view.WORST_REQUESTS, order=order))
 
-    write_frame(report.rows(rows), chosen, out, schema=f"dsh-audit/cache-report/{rows}", version=SCHEMA_VERSION,
+    write_frame(shown.rows(rows), chosen, out, schema=f"dsh-audit/cache-report/{rows}", version=SCHEMA_VERSION,
                 table=view, inputs=[*selection.inputs, *option_files])
-    tell_unreadable(report.unreadable, listed=chosen == "table")
-    tell_skipped([] if chosen == "table" else report.skipped)
+    tell_unreadable(report.unreadable, listed=table_view)
+    tell_skipped([] if table_view else report.skipped)
     if fail_on_unexplained and report.unreadable:   # a gate cannot say there is none in a log it did not read
         raise DshAuditError(f"--fail-on-unexplained: {len(report.unreadable)} log(s) could not be read")
     unexplained = [row for row in report.requests.filter(pl.col("collapse")).to_dicts() if is_unexplained(row)]
     if fail_on_unexplained and unexplained:
-        named = "; ".join(f"{cache_view.call_name(row)} of {row['log']} (see {cache_view.explain_command(row)})"
+        named = "; ".join(f"{cache_view.call_name(row)} of {row['log']} (see {names.command(row)})"
                           for row in unexplained[:5])
         more = f"; and {len(unexplained) - 5} more" if len(unexplained) > 5 else ""
         click.echo(printable(f"audit: {len(unexplained)} unexplained cache collapse(s): {named}{more}"), err=True)
         return EXIT_FINDINGS
     return EXIT_CLEAN
+
+
+def _explain_targets(roots: list[Path], prefixes: dict[str, str], *, given: bool) -> dict[str, str]:
+    """For each log found below a folder read (`roots`; `given`: named on the command line, else dsh's session
+    root), how `audit explain` finds it by its short id: `[FOLDER] --session PREFIX`, where that picks this log
+    and no other (readers.home.picked_by_prefix); a log it would not pick is named by its path."""
+    from ..readers.home import picked_by_prefix
+    from ..reports.views import shown_path
+
+    targets: dict[str, str] = {}
+    for root in (root for root in roots if root.is_dir()):
+        below = {Path(label): prefix for label, prefix in prefixes.items() if Path(label).is_relative_to(root)}
+        if not below:
+            continue
+        folder = f"{shlex.quote(shown_path(str(root)))} " if given else ""
+        for path in picked_by_prefix(root, below):
+            targets[str(path)] = f"{folder}--session {shlex.quote(below[path])}"
+    return targets
 
 
 def _option_file(path: Path, parse: Callable[[str], T]) -> T:

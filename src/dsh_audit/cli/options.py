@@ -56,6 +56,27 @@ COLOR_OPTION = click.option(
 OUT_OPTION = click.option("--out", type=click.Path(path_type=Path, allow_dash=True),
                           help="Write here, not stdout (replaced atomically; never an input; - is stdout).")
 WIDE_OPTION = click.option("--wide", is_flag=True, help="The table with every column, whatever the terminal width.")
+COLLAPSES_ONLY_OPTION = click.option(
+    "--collapses-only", is_flag=True,
+    help="Only the sessions with a cache collapse, and of their calls only the collapses.")
+# reports.ranking.SORT_KEYS, spelled here so that `--help` starts without polars
+SORT_KEYS = ("lost", "cost", "hit", "requests", "recent", "path")
+
+
+def sort_option(default: str) -> Callable[[F], F]:
+    """--sort: what the sessions are ranked by; `default` is what the command's own view opens with."""
+    return click.option(
+        "--sort", type=click.Choice(SORT_KEYS), default=None,
+        help="Rank the sessions by what their cache collapses lost, their cost, their hit ratio (worst first), "
+             f"their requests, their last activity, or keep them in path order [default: {default}].")
+
+
+def top_option(*more_names: str) -> Callable[[F], F]:
+    """--top N (and any older name of it): only the first N sessions of the ranking."""
+    return click.option("--top", *more_names, "top", type=click.IntRange(min=1), default=None, metavar="N",
+                        help="Only the first N sessions of the ranking.")
+
+
 JUNIT_OPTION = click.option(
     "--junit", "junit_file", type=click.Path(path_type=Path, allow_dash=True),
     help="Also write a JUnit XML report (one test case per log) to this file (replaced atomically; its folder "

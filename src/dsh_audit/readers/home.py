@@ -38,8 +38,8 @@ class SessionInfo:
     """One session below a root. `last_activity` is the log file's modification time (UTC): dsh appends every
     event batch, so it is the time of the last write, and it costs a stat instead of a pass over the log.
     `requests` counts the session's own rebuilt requests (a seeded child's inherited ones were its parent's);
-    `requests` and `cost_usd` stay None when not computed (dsh_audit.sessions counts them) or when the log
-    cannot be read (`error` says why)."""
+    `requests`, `cost_usd`, `hit_ratio` and `lost_usd` stay None when not computed (dsh_audit.sessions counts
+    them) or when the log cannot be read (`error` says why)."""
 
     session_id: str | None
     path: Path                  # the log read; `store.db#id` for a session of a SQLite store
@@ -52,6 +52,8 @@ class SessionInfo:
     skipped: tuple[Path, ...] = ()   # older generations of the log beside it, which dsh no longer reads
     requests: int | None = None
     cost_usd: float | None = None
+    hit_ratio: float | None = None   # share of its own calls' prompt tokens read from cache
+    lost_usd: float | None = None    # what its cache collapses cost (cache-report's collapseCostUsd, summed)
     error: str | None = None
     root: Path | None = None    # the root the log was found below, from which it is opened (readers.found)
 
@@ -256,6 +258,18 @@ def _find(roots: Iterable[Path], prefix: str) -> SessionInfo:
     if matches[0].path.is_symlink():   # found, not given: never followed (readers.found)
         raise LogReadError(refused_link("this session's log"), path=str(matches[0].path))
     return matches[0]
+
+
+def picked_by_prefix(root: Path, prefixes: Mapping[Path, str]) -> set[Path]:
+    """Of the logs in `prefixes` (each with the start of its session id), those that `--session PREFIX` below
+    `root` picks: that log, and no other session with it. One scan of `root`'s headers for them all."""
+    sessions = scan_sessions([root]).sessions
+    picked = set()
+    for path, prefix in prefixes.items():
+        matches = _matching(sessions, prefix)
+        if len(matches) == 1 and matches[0].path == path and not path.is_symlink():
+            picked.add(path)
+    return picked
 
 
 def find_session(root: Path, prefix: str) -> Path:

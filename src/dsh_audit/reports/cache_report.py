@@ -350,8 +350,13 @@ class _LogRows:
 def log_rows(source: LogSource, options: CacheOptions, real: RealHeader | None = None) -> list[dict[str, Any]]:
     """The judged call rows of one log, in log order (`real`: content for scrubbed headers, default the
     options'); the block is the options' or measured from this log alone."""
-    return judged_rows(_log_frame(source, options, real if real is not None else RealHeader(options.system,
-                                                                                         options.tools)), options)
+    return judged_frame(source, options, real).to_dicts()
+
+
+def judged_frame(source: LogSource, options: CacheOptions, real: RealHeader | None = None) -> pl.DataFrame:
+    """`log_rows` as a frame, which `summarize` sums."""
+    frame = _log_frame(source, options, real if real is not None else RealHeader(options.system, options.tools))
+    return judge(with_block(frame, options)[0], options.collapse_ratio)
 
 
 def judged_rows(frame: pl.DataFrame, options: CacheOptions) -> list[dict[str, Any]]:

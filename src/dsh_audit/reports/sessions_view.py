@@ -30,23 +30,31 @@ def _cost(cost: float | None) -> str:
     return "-" if cost is None else f"${cost:.4f}"
 
 
+def _hit(ratio: float | None) -> str:
+    return "-" if ratio is None else f"{100 * ratio:.1f} %"
+
+
 def cells(info: SessionInfo) -> dict[str, str]:
     # Cut without an ellipsis: the short id is meant to be pasted as a --session prefix.
     return {"id": head(display(info.short_id), ID_WIDTH, cells=True), "last": iso(info.last_activity),
             "generation": "-" if info.generation is None else f"v{info.generation}",
-            "requests": "-" if info.requests is None else str(info.requests), "cost": _cost(info.cost_usd),
+            "requests": "-" if info.requests is None else str(info.requests), "hit": _hit(info.hit_ratio),
+            "cost": _cost(info.cost_usd), "lost": _cost(info.lost_usd) if info.lost_usd else "-",
             "size": humane_size(info.size), "cwd": "(unreadable)" if info.error is not None else info.cwd or "-"}
 
 
-# Narrow terminals lose the size, then the generation, the request count and the cost; the cwd is cut at its
-# start: its end names the project, its start is the same home directory on most rows.
+# Narrow terminals lose the size, then the generation, the request count, the hit ratio and the cost, and keep
+# what was lost; the cwd is cut at its start: its end names the project, its start is the same home directory on
+# most rows.
 COLUMNS = (
     Column("ID", itemgetter("id")),
     Column("LAST ACTIVITY (UTC)", itemgetter("last")),
-    Column("GEN", itemgetter("generation"), rank=3),
-    Column("REQS", itemgetter("requests"), rank=2, right=True),
+    Column("GEN", itemgetter("generation"), rank=4),
+    Column("REQS", itemgetter("requests"), rank=3, right=True),
+    Column("HIT", itemgetter("hit"), rank=2, right=True),
     Column("COST", itemgetter("cost"), rank=1, right=True),
-    Column("SIZE", itemgetter("size"), rank=4, right=True),
+    Column("LOST", itemgetter("lost"), right=True),
+    Column("SIZE", itemgetter("size"), rank=5, right=True),
     Column("CWD", itemgetter("cwd"), squeeze=True, keep_end=True, floor=24),
 )
 
