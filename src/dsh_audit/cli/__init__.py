@@ -139,8 +139,9 @@ class _LazyGroup(click.Group):
                          "the expected read, collapses and their logged causes, and what each call and each "
                          "collapse cost; a summary per log and overall."),
         "explain": ("explain:explain", "Where request TURN.STEP[#ATTEMPT] of LOG first differs from "
-                    "what the provider could have cached before it (its predecessor's prompt and answer), and "
-                    "the logged event that explains it, or \"unexplained\"."),
+                    "what the provider could have cached before it (its predecessor's prompt and answer), the "
+                    "logged event that explains it, and cache-report's verdict on it: its read, the time since "
+                    "its predecessor, the cache block and what a collapse cost."),
         "header-diff": ("header_diff:header_diff", "What changed between consecutive request headers of "
                         "each LOG (file or directory): config old -> new, tools added, removed or changed, the "
                         "system prompt as a diff."),

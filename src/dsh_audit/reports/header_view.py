@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import groupby
-from typing import Any
-
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from ..readers.discover import Skipped, Unreadable
 from .views import Terminal, shown_path, skipped_lines, unreadable_lines, wrap
+
+if TYPE_CHECKING:   # golden's view borrows change_lines, and `audit golden --help` starts without polars
+    import polars as pl
 
 DIFF_LINES = 20   # of a system-prompt diff shown before "… N more" (all of them with --wide)
 
