@@ -16,9 +16,8 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
-from importlib.resources.abc import Traversable
 from itertools import islice
+from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
@@ -27,6 +26,8 @@ from .fastcheck import Check, SourceCompiler, resolve_pointer
 from .text import clip, head
 
 if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
+
     from jsonschema import Draft202012Validator, ValidationError
     from referencing import Registry
 
@@ -80,7 +81,13 @@ class _Validators:
 
 def schema_root() -> Traversable:
     """Where the schemas and generations.json are read from: the shipped `dsh_audit.schemas` (a test that adds a
-    generation points this at a copy, in a process of its own: everything read from it is cached)."""
+    generation points this at a copy, in a process of its own: everything read from it is cached). Installed as
+    files, it is read as files: importlib.resources, and the archive modules it loads, only for a zipped install."""
+    shipped = Path(__file__).parent / "schemas"
+    if shipped.joinpath("generations.json").is_file():
+        return shipped
+    from importlib import resources
+
     return resources.files("dsh_audit.schemas")
 
 

@@ -24,9 +24,8 @@ from dsh_audit.errors import DshAuditError, LogReadError
 from dsh_audit.generations import parse_log_name
 from dsh_audit.readers.found import FoundFileError, opener, refused_link
 from dsh_audit.readers.jsonvalue import JsonProblem, JsonTooDeep, parse_json
-from dsh_audit.readers.sqlite import APPLICATION_ID, SQLITE_MAGIC
+from dsh_audit.readers.magic import APPLICATION_ID, SQLITE_MAGIC, ZSTD_MAGIC
 from dsh_audit.readers.stream import STDIN
-from dsh_audit.readers.zstd import ZSTD_MAGIC
 
 ZSTD_SUFFIXES = (".jsonl.zstd", ".jsonl.zst")
 LOG_SUFFIXES = (".jsonl", *ZSTD_SUFFIXES)
