@@ -19,10 +19,10 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "dsh_audit"
 # The core: a log's model, the rules and the two engines that rebuild and check it. Everything else (reports,
 # explain, golden, the sessions service, the sinks, the command line) is built on it.
 CORE = frozenset({
-    "admission", "checks", "deepseek_wire", "digest_spool", "errors", "fastcheck", "fastpath", "finding_codes",
-    "findings", "fold", "generations", "header", "jsjson", "lazy", "legacy", "model_calls", "reconstruct",
-    "records", "rules", "seqlist", "shape", "stopping", "structure", "successors", "surface", "text", "tokens",
-    "upcast", "verify", "vocabulary", "walker",
+    "admission", "checks", "codecache", "deepseek_wire", "digest_spool", "errors", "fastcheck", "fastpath",
+    "finding_codes", "findings", "fold", "generations", "header", "jsjson", "lazy", "legacy", "model_calls",
+    "reconstruct", "records", "rules", "seqlist", "shape", "stopping", "structure", "successors", "surface", "text",
+    "tokens", "upcast", "verify", "vocabulary", "walker",
 })
 # What a reader may know of the rest: the errors it raises, the records it yields, the generations it names and
 # the schemas' list of them (vocabulary: a header naming an unlisted generation is refused as the reader opens it).
