@@ -268,6 +268,24 @@ class Skipped:
         return f"{self.label}: skipped: an older generation; read {self.read_instead}"
 
 
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """What a command reads: `paths`; for a session picked by --session, the older generations of its log it
+    skips, each with the log read instead (readers.discover.discover_logs reports them as a walk does)."""
+
+    paths: list[Path]
+    superseded: dict[Path, Path] = field(default_factory=dict)
+
+    @property
+    def inputs(self) -> list[Path]:
+        """Every file the command may read (no output is ever written onto one)."""
+        return [*self.paths, *self.superseded]
+
+    @property
+    def skipped(self) -> list[Skipped]:
+        return [Skipped(str(older), str(newer)) for older, newer in sorted(self.superseded.items())]
+
+
 def skipped_generations(discovery: Discovery) -> list[Skipped]:
     return [Skipped(str(older), str(newer)) for older, newer in sorted(discovery.skipped.items())]
 
