@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
 from .codecache import generated
-from .fastcheck import GENERATOR_FILES, Check, SourceCompiler, load_checks, resolve_pointer
+from .fastcheck import GENERATOR_FILES as CHECK_CODE
+from .fastcheck import Check, SourceCompiler, load_checks, resolve_pointer
 from .text import clip, head
 
 if TYPE_CHECKING:
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
     from jsonschema import Draft202012Validator, ValidationError
     from referencing import Registry
 
+# The code that picks each generation's schemas and writes their checks: part of the generated plans' cache key.
+GENERATOR_FILES = (*CHECK_CODE, __file__)
 MAX_VIOLATIONS = 5  # per event: enough to diagnose, cheap on a log that is wrong everywhere
 _SHORT = 60  # longest rendering of a value inside a message
 

@@ -37,13 +37,13 @@ from urllib.parse import urljoin
 
 import msgspec
 
-from .. import fastcheck
 from ..codecache import compiled, generated
 from ..fastcheck import ANNOTATIONS, CheckPlan, SourceCompiler, Unsupported, load_checks, resolve_pointer
+from ..vocabulary import GENERATOR_FILES as SCHEMA_CODE
 from ..vocabulary import _documents, _generation_documents, _root, schemas_digest, vocabulary
 
 MAX_SAFE = 2**53 - 1
-GENERATOR_FILES = (__file__, *fastcheck.GENERATOR_FILES)   # the code that writes the types: part of the cache's key
+GENERATOR_FILES = (__file__, *SCHEMA_CODE)   # the code that writes the types: part of the cache's key
 _DIGITS = frozenset("0123456789")
 # The projected message of a surface event (dsh_audit.surface.derive_message): a user/message's data itself,
 # every other surface type's data.message.
@@ -732,7 +732,8 @@ def _shapes(plan: _Plan, namespace: dict[str, Any]) -> _Shapes:
 
 def _build(generation: int) -> FastTypes:
     plan, (deep_names, static_names, walk_names, anyish) = generated(
-        f"fast types v{generation}", schemas_digest(), GENERATOR_FILES, lambda: _planned(generation))
+        f"fast types v{generation}", f"{schemas_digest()} msgspec {msgspec.__version__}", GENERATOR_FILES,
+        lambda: _planned(generation))
     source, annotations, message_types, unsupported, closed, header_annotation, _, _ = plan
     unsupported = dict(unsupported)
     namespace = _module(generation, plan)
