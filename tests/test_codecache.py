@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import marshal
 import os
+import subprocess
+import sys
 from pathlib import Path
 from types import CodeType
 
@@ -90,3 +93,101 @@ def test_a_planted_entry_is_never_followed_or_read(planted: str, tmp_path: Path,
     else:
         entry.mkdir()
     assert _annotations(codecache.compiled(SOURCE, "<row>")) == {"seq": int}
+
+
+# -- what generates the source, cached by its inputs ----------------------------------------------------------------
+
+PLAN = ("class Row:\n    seq: int\n", {"_c0": frozenset({"a", "b"})}, {"_r0": "^x"}, {"row": "_f0"})
+
+
+def _generator(tmp_path: Path, text: str = "GENERATOR = 1\n") -> list[str]:
+    module = tmp_path / "generator.py"
+    module.write_text(text)
+    return [str(module)]
+
+
+def test_a_generated_plan_is_kept_and_read_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(codecache.CACHE_DIR, str(cache))
+    generator = _generator(tmp_path)
+    assert codecache.generated("types v0", "schemas-1", generator, lambda: PLAN) == PLAN
+    assert [entry.suffix for entry in cache.iterdir()] == [".plan"]
+
+    def no_generate() -> object:
+        raise AssertionError("generated again although the cache holds it")
+
+    assert codecache.generated("types v0", "schemas-1", generator, no_generate) == PLAN
+
+
+def test_other_inputs_another_kind_or_an_edited_generator_generate_again(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(codecache.CACHE_DIR, str(cache))
+    generator = _generator(tmp_path)
+    codecache.generated("types v0", "schemas-1", generator, lambda: PLAN)
+    assert codecache.generated("types v0", "schemas-2", generator, lambda: "other inputs") == "other inputs"
+    assert codecache.generated("types v1", "schemas-1", generator, lambda: "other kind") == "other kind"
+    _generator(tmp_path, "GENERATOR = 2\n")
+    assert codecache.generated("types v0", "schemas-1", generator, lambda: "edited") == "edited"
+    assert len(list(cache.glob("*.plan"))) == 4
+
+
+def test_an_unreadable_generator_is_never_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(codecache.CACHE_DIR, str(cache))
+    assert codecache.generated("types v0", "schemas-1", [str(tmp_path / "gone.py")], lambda: PLAN) == PLAN
+    assert codecache.generated("types v0", "schemas-1", [str(tmp_path / "gone.py")], lambda: "again") == "again"
+    assert not cache.exists()
+
+
+@pytest.mark.parametrize("damage", ["torn", "foreign"])
+def test_a_torn_or_foreign_plan_is_generated_and_written_again(damage: str, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A torn entry fails to load; a foreign one (well-formed, of another kind: here a code object) is not
+    taken for the plan asked for."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(codecache.CACHE_DIR, str(cache))
+    generator = _generator(tmp_path)
+    codecache.generated("types v0", "schemas-1", generator, lambda: PLAN)
+    (entry,) = cache.glob("*.plan")
+    whole = entry.read_bytes()
+    entry.write_bytes(whole[: len(whole) // 2] if damage == "torn" else marshal.dumps(compile("1", "<x>", "eval")))
+    assert codecache.generated("types v0", "schemas-1", generator, lambda: PLAN) == PLAN
+    assert entry.read_bytes() == whole
+    assert [path.name for path in cache.iterdir()] == [entry.name]   # no temporary file left behind
+
+
+@pytest.mark.parametrize("planted", ["link-to-dev-zero", "fifo", "folder"])
+def test_a_planted_plan_is_never_followed_or_read(planted: str, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(codecache.CACHE_DIR, str(cache))
+    generator = _generator(tmp_path)
+    codecache.generated("types v0", "schemas-1", generator, lambda: PLAN)
+    (entry,) = cache.glob("*.plan")
+    entry.unlink()
+    if planted == "link-to-dev-zero":
+        entry.symlink_to("/dev/zero")
+    elif planted == "fifo":
+        os.mkfifo(entry)
+    else:
+        entry.mkdir()
+    assert codecache.generated("types v0", "schemas-1", generator, lambda: "generated") == "generated"
+
+
+def test_the_fast_types_and_checks_are_generated_once_per_machine(tmp_path: Path) -> None:
+    """A second process with the same schemas and code generates neither the fast types nor the checks: it
+    loads their plans (and their compiled code) and decides the same."""
+    script = ("import sys\nfrom dsh_audit import fastcheck\nfrom dsh_audit.fastpath import types\n"
+              ""
+              "def refuse(*args):\n    raise SystemExit('generated again')\n"
+              "if sys.argv[1] == 'again':\n"
+              "    types._plan = refuse\n    fastcheck.SourceCompiler.plan = refuse\n"
+              "built = types.fast_types(0)\n"
+              "print(len(built.events), len(built.messages), sorted(built.unsupported))\n")
+    env = {**os.environ, codecache.CACHE_DIR: str(tmp_path)}
+    runs = [subprocess.run([sys.executable, "-c", script, when], capture_output=True, text=True, env=env,
+                           timeout=120, check=False) for when in ("first", "again")]
+    assert [run.returncode for run in runs] == [0, 0], runs[1].stderr[-2000:]
+    assert runs[0].stdout == runs[1].stdout
+    assert sorted(path.suffix for path in tmp_path.iterdir()) == [".code", ".code", ".plan"]

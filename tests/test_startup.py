@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import click
 import pytest
@@ -53,3 +54,12 @@ def test_the_command_list_is_click_s_own() -> None:
         for limit in range(20, 200):
             listed = click.Command(name, help=summary).get_short_help_str(limit)
             assert listed == command.get_short_help_str(limit), (name, limit)
+
+
+def test_verify_on_a_plain_log_loads_only_what_it_needs() -> None:
+    """A plain JSONL log given by path is read without SQLite, zstandard, importlib.resources (the schemas are
+    read as files) or dsh's home (benchmarks/startup.py measures the CPU this saves)."""
+    log = Path(__file__).resolve().parents[1] / "sample_logs" / "compaction-recovery" / "session.jsonl"
+    modules = {name.decode() for name in imported_modules("verify", str(log))}
+    assert "dsh_audit.verify" in modules   # the report was read
+    assert not {"sqlite3", "zstandard", "importlib.resources", "dsh_audit.readers.home"} & modules

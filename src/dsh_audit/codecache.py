@@ -8,6 +8,12 @@ Python, never meets a stale entry. An empty DSH_AUDIT_CACHE_DIR turns the cache 
 or written is passed over: the source is compiled as if there were none. An entry is a file dsh-audit finds
 itself, so, as everywhere else (readers/found.py), a link there is not followed and only a regular file of
 bounded size is read.
+
+What generates that source is cached too (`generated`): the source and the tables beside it, as plain data, under
+the sha256 of its inputs (the schema files' bytes, the generating modules' bytes, the interpreter's version), so
+that a run whose schemas and code are unchanged neither walks the schemas nor writes the source again. The same
+rules hold: no link followed, a regular file of bounded size, written whole or not at all, a torn or foreign
+entry generated again.
 """
 
 from __future__ import annotations
@@ -18,11 +24,14 @@ import marshal
 import os
 import stat
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import CodeType
+from typing import Any, TypeVar
 
 CACHE_DIR = "DSH_AUDIT_CACHE_DIR"
 ENTRY_CAP = 16 << 20   # bytes; the largest entry (one generation's fast types) is about 0.5 MiB
+T = TypeVar("T")
 
 
 def cache_dir() -> Path | None:
@@ -50,6 +59,34 @@ def compiled(source: str, filename: str) -> CodeType:
     code = _compile(source, filename)
     _keep(folder, path, marshal.dumps(code))
     return code
+
+
+def generated(kind: str, inputs: str, generator: Iterable[str], generate: Callable[[], T]) -> T:
+    """`generate()`, plain data marshal writes, from the cache when it holds it for these inputs. `inputs` stands
+    for all that `generate` reads (a digest of the schemas); `generator` names the files of the code that
+    generates it, whose bytes are part of the key, so an edited generator never meets a stale entry."""
+    folder = cache_dir()
+    if folder is None:
+        return generate()
+    key = hashlib.sha256(f"{sys.version}\0{kind}\0{inputs}".encode())
+    try:
+        for name in generator:
+            with open(name, "rb") as handle:
+                key.update(b"\0" + hashlib.sha256(handle.read()).digest())
+    except OSError:   # a generator that cannot be read cannot be told unchanged
+        return generate()
+    path = folder / f"{key.hexdigest()}.plan"
+    try:
+        found: Any = marshal.loads(_entry(path))
+        if type(found) is tuple and len(found) == 2 and found[0] == kind:
+            value: T = found[1]
+            return value
+    except (OSError, ValueError, EOFError, TypeError):   # absent, a link, unreadable or torn: generated again
+        pass
+    value = generate()
+    entry: Any = (kind, value)   # plain data, as generate promises
+    _keep(folder, path, marshal.dumps(entry))
+    return value
 
 
 def _entry(path: Path) -> bytes:

@@ -19,6 +19,10 @@ from .codecache import compiled
 from .seqlist import seq_facts
 
 Check = Callable[[Any], bool]
+# What SourceCompiler generates, as plain data (dsh_audit.codecache keeps it): the source, the constants it names,
+# the regular expressions it names (by pattern), and each root's function.
+CheckPlan = tuple[str, dict[str, Any], dict[str, str], dict[str, str]]
+GENERATOR_FILES = (__file__,)   # the code that generates it: part of the cache's key
 ANNOTATIONS = frozenset({"$schema", "$id", "$defs", "title", "description"})
 _MISSING = object()
 _TYPE_TESTS = {
@@ -92,6 +96,17 @@ def resolve_pointer(documents: Mapping[str, Any], target: str) -> tuple[Any, str
     return node, uri
 
 
+def load_checks(plan: CheckPlan) -> dict[str, Check]:
+    """The checks a plan describes, compiled (from the code cache when it holds them) and defined."""
+    source, constants, patterns, entry = plan
+    namespace: dict[str, Any] = {"_MISSING": _MISSING, "_is_integer": _is_integer, "_equal": json_equal,
+                                 "_integers_within": _integers_within, "_integer_within": _integer_within,
+                                 "_unique": _unique, **constants,
+                                 **{name: re.compile(pattern) for name, pattern in patterns.items()}}
+    exec(compiled(source, "<dsh_audit.fastcheck>"), namespace)
+    return {name: namespace[function] for name, function in entry.items()}
+
+
 class SourceCompiler:
     def __init__(self, documents: Mapping[str, dict[str, Any]]) -> None:
         self.documents = documents
@@ -99,28 +114,35 @@ class SourceCompiler:
         self.constants: dict[str, Any] = {}
         self.by_key: dict[Any, str] = {}
         self.tables: list[str] = []   # dispatch tables, defined after the functions they name
+        self.patterns: dict[str, str] = {}
 
     # -- public -----------------------------------------------------------------------------------------
     def build(self, roots: Mapping[str, dict[str, Any]]) -> dict[str, Check]:
         """One check per root schema; a root using an unsupported keyword is left out."""
+        return load_checks(self.plan(roots))
+
+    def plan(self, roots: Mapping[str, dict[str, Any]]) -> CheckPlan:
+        """The checks' source and what it names, for load_checks."""
         entry: dict[str, str] = {}
         for name, document in roots.items():
-            saved = (list(self.functions), dict(self.constants), dict(self.by_key), list(self.tables))
+            saved = (list(self.functions), dict(self.constants), dict(self.by_key), list(self.tables),
+                     dict(self.patterns))
             try:
                 entry[name] = self._function(document, document["$id"])
             except Unsupported:
-                self.functions, self.constants, self.by_key, self.tables = saved
-        namespace: dict[str, Any] = {"_MISSING": _MISSING, "_is_integer": _is_integer, "_equal": json_equal,
-                                     "_integers_within": _integers_within, "_integer_within": _integer_within,
-                                     "_unique": _unique, **self.constants}
-        source = "\n".join([*self.functions, *self.tables])
-        exec(compiled(source, "<dsh_audit.fastcheck>"), namespace)
-        return {name: namespace[function] for name, function in entry.items()}
+                self.functions, self.constants, self.by_key, self.tables, self.patterns = saved
+        return "\n".join([*self.functions, *self.tables]), self.constants, self.patterns, entry
 
     # -- schema nodes -----------------------------------------------------------------------------------
     def _constant(self, value: Any) -> str:
         name = f"_c{len(self.constants)}"
         self.constants[name] = value
+        return name
+
+    def _regex(self, pattern: str) -> str:
+        re.compile(pattern)   # a pattern Python cannot compile fails here, as the schema is read
+        name = f"_r{len(self.patterns)}"
+        self.patterns[name] = pattern
         return name
 
     def _function(self, schema: Any, base: str, key: Any = None) -> str:
@@ -209,7 +231,7 @@ class SourceCompiler:
             patterns = schema.get("patternProperties", {})
             if not patterns:
                 return [f"if isinstance({v}, dict) and not {v}.keys() <= {allowed}: return False"]
-            either = self._constant(re.compile("|".join(f"(?:{pattern})" for pattern in patterns)))
+            either = self._regex("|".join(f"(?:{pattern})" for pattern in patterns))
             return [f"if isinstance({v}, dict) and not all(k in {allowed} or {either}.search(k) for k in {v}):"
                     " return False"]
         if keyword == "patternProperties" and all(sub is True for sub in arg.values()):
@@ -254,7 +276,7 @@ class SourceCompiler:
         if keyword == "maxProperties":
             return [f"if isinstance({v}, dict) and len({v}) > {arg!r}: return False"]
         if keyword == "pattern":
-            regex = self._constant(re.compile(arg))
+            regex = self._regex(arg)
             return [f"if isinstance({v}, str) and {regex}.search({v}) is None: return False"]
         if keyword == "uniqueItems" and arg is True:
             return [f"if isinstance({v}, list) and not _unique({v}): return False"]

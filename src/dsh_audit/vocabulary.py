@@ -11,25 +11,31 @@ valid log's events never do: most runs do not import jsonschema at all.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
-from importlib.resources.abc import Traversable
 from itertools import islice
+from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
-from .fastcheck import Check, SourceCompiler, resolve_pointer
+from .codecache import generated
+from .fastcheck import GENERATOR_FILES as CHECK_CODE
+from .fastcheck import Check, SourceCompiler, load_checks, resolve_pointer
 from .text import clip, head
 
 if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
+
     from jsonschema import Draft202012Validator, ValidationError
     from referencing import Registry
 
+# The code that picks each generation's schemas and writes their checks: part of the generated plans' cache key.
+GENERATOR_FILES = (*CHECK_CODE, __file__)
 MAX_VIOLATIONS = 5  # per event: enough to diagnose, cheap on a log that is wrong everywhere
 _SHORT = 60  # longest rendering of a value inside a message
 
@@ -80,7 +86,13 @@ class _Validators:
 
 def schema_root() -> Traversable:
     """Where the schemas and generations.json are read from: the shipped `dsh_audit.schemas` (a test that adds a
-    generation points this at a copy, in a process of its own: everything read from it is cached)."""
+    generation points this at a copy, in a process of its own: everything read from it is cached). Installed as
+    files, it is read as files: importlib.resources, and the archive modules it loads, only for a zipped install."""
+    shipped = Path(__file__).parent / "schemas"
+    if shipped.joinpath("generations.json").is_file():
+        return shipped
+    from importlib import resources
+
     return resources.files("dsh_audit.schemas")
 
 
@@ -107,11 +119,23 @@ def _schema_files(root: Traversable) -> Iterator[Traversable]:
 
 def load_schemas() -> dict[str, dict[str, Any]]:
     """Every schema document, keyed by its `$id`."""
+    return _read_schemas()[0]
+
+
+def _read_schemas() -> tuple[dict[str, dict[str, Any]], str]:
+    """Every schema document by its `$id`, and the sha256 of their bytes and generations.json's: the inputs of
+    the checks and types generated from them (cached under it, dsh_audit.codecache)."""
     documents: dict[str, dict[str, Any]] = {}
+    texts: dict[str, bytes] = {"generations.json": schema_root().joinpath("generations.json").read_bytes()}
     for entry in _schema_files(schema_root()):
-        document = json.loads(entry.read_text(encoding="utf-8"))
+        text = entry.read_bytes()
+        document = json.loads(text)
         documents[document["$id"]] = document
-    return documents
+        texts[document["$id"]] = text
+    digest = hashlib.sha256()
+    for name in sorted(texts):
+        digest.update(b"%s\0%d\0%s" % (name.encode(), len(texts[name]), texts[name]))
+    return documents, digest.hexdigest()
 
 
 def schema_generations(document: dict[str, Any]) -> list[int]:
@@ -155,8 +179,25 @@ def _vocabulary(event_schemas: Iterable[dict[str, Any]]) -> Vocabulary:
 
 
 @cache
+def _schemas() -> tuple[dict[str, dict[str, Any]], str]:
+    return _read_schemas()
+
+
 def _documents() -> dict[str, dict[str, Any]]:
-    return load_schemas()
+    return _schemas()[0]
+
+
+def schemas_digest() -> str:
+    """The sha256 of every schema file and generations.json, as read."""
+    return _schemas()[1]
+
+
+def fast_checks(kind: str, roots: Mapping[str, dict[str, Any]]) -> dict[str, Check]:
+    """SourceCompiler's checks of `roots`, generated once per machine for these schemas (dsh_audit.codecache):
+    `kind` says which roots of which generation, the schemas' digest the rest."""
+    plan = generated(f"fastcheck {kind}", schemas_digest(), GENERATOR_FILES,
+                     lambda: SourceCompiler(_documents()).plan(roots))
+    return load_checks(plan)
 
 
 @cache
@@ -179,8 +220,9 @@ def _root(documents: Iterable[dict[str, Any]], stem: str, generation: int) -> di
     return found[0] if found else None
 
 
-def _generation_documents(generation: int) -> list[dict[str, Any]]:
-    mine = [document for document in _documents().values() if generation in schema_generations(document)]
+@cache   # asked for by every schema_at: a generation's properties read a dozen sub-schemas
+def _generation_documents(generation: int) -> tuple[dict[str, Any], ...]:
+    mine = tuple(document for document in _documents().values() if generation in schema_generations(document))
     if not mine:
         raise KeyError(generation)
     return mine
@@ -228,7 +270,7 @@ def _compiled(generation: int) -> _Compiled:
     envelope, header, packed_row, event_schemas = _roots(generation)
     roots = {"envelope": envelope, "header": header, **({"packed_row": packed_row} if packed_row else {}),
              **{document["x-dsh-type"]: document for document in event_schemas}}
-    fast = SourceCompiler(_documents()).build(roots)   # a schema it cannot compile is checked by jsonschema alone
+    fast = fast_checks(f"v{generation}", roots)   # a schema it cannot compile is checked by jsonschema alone
     words = vocabulary(generation)
     valid_event = {kind: _event_check(fast["envelope"], fast[kind], kind in words.surface_types)
                    for kind in words.known_types if "envelope" in fast and kind in fast}
@@ -379,7 +421,7 @@ def _header_check(generation: int) -> Check | None:
     """The session header's fast check alone: verify's fast path checks the header, and its own types the
     events, so it need not compile every event schema's check (_compiled)."""
     header = _roots(generation)[1]
-    return SourceCompiler(_documents()).build({"header": header}).get("header")
+    return fast_checks(f"v{generation} header", {"header": header}).get("header")
 
 
 def validate_packed_row(row: dict[str, Any], generation: int) -> list[SchemaViolation]:

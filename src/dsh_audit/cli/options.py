@@ -15,8 +15,7 @@ from ..sinks import described
 from ..text import printable
 
 if TYPE_CHECKING:
-    from ..readers.discover import Skipped, Unreadable
-    from ..readers.home import Selection
+    from ..readers.discover import Selection, Skipped, Unreadable
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -123,6 +122,10 @@ def this_terminal() -> Terminal:
 
 def chosen_paths(logs: tuple[Path, ...], session: str | None) -> Selection:
     """What a command reads: the LOGS given, the --session picked, or with neither dsh's session root."""
+    if session is None and logs:   # as default_paths says, without loading dsh's home and its session scan
+        from ..readers.discover import Selection
+
+        return Selection(list(logs))
     from ..readers.home import default_paths
 
     return default_paths(logs, session)

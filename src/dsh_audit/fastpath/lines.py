@@ -19,7 +19,6 @@ import msgspec
 from ..errors import DshAuditError
 from ..readers.discover import kind_of
 from ..readers.limits import MAX_DEPTH, InputLimits
-from ..readers.zstd import ZstdLines
 from ..records import LogSource
 
 
@@ -29,6 +28,8 @@ class Doubt(Exception):
 
 def zstd_lines(handle: BinaryIO, label: str) -> Iterator[bytes]:
     """The lines of dsh's concatenated zstd frames, the header line first."""
+    from ..readers.zstd import ZstdLines  # zstandard: for a compressed log only
+
     with handle:
         lines = ZstdLines(handle, label)
         try:

@@ -37,11 +37,13 @@ from urllib.parse import urljoin
 
 import msgspec
 
-from ..codecache import compiled
-from ..fastcheck import ANNOTATIONS, SourceCompiler, Unsupported, resolve_pointer
-from ..vocabulary import _documents, _generation_documents, _root, vocabulary
+from ..codecache import compiled, generated
+from ..fastcheck import ANNOTATIONS, CheckPlan, SourceCompiler, Unsupported, load_checks, resolve_pointer
+from ..vocabulary import GENERATOR_FILES as SCHEMA_CODE
+from ..vocabulary import _documents, _generation_documents, _root, schemas_digest, vocabulary
 
 MAX_SAFE = 2**53 - 1
+GENERATOR_FILES = (__file__, *SCHEMA_CODE)   # the code that writes the types: part of the cache's key
 _DIGITS = frozenset("0123456789")
 # The projected message of a surface event (dsh_audit.surface.derive_message): a user/message's data itself,
 # every other surface type's data.message.
@@ -623,7 +625,19 @@ def _specialize(row: dict[str, Any], tag: str) -> dict[str, Any] | None:
     return {**{k: v for k, v in row.items() if k != "allOf"}, "properties": properties, "x-fast-tag": ["type", tag]}
 
 
-def _build(generation: int) -> FastTypes:
+# What the generator writes for a generation, as plain data (dsh_audit.codecache keeps it): the module's source,
+# each line type's annotation, each surface type's message annotation (source, provable, closed), why a type has
+# none, whether each event type's Structs are closed, the session header's annotation, the checked `Any`s' names
+# and the plan of their checks.
+_Plan = tuple[str, dict[tuple[str, str], str], dict[str, tuple[str, bool, bool]], dict[str, str], dict[str, bool],
+              str | None, list[str], CheckPlan]
+# What the generated types' shapes say, by class name, found once with the plan (the walks over their type hints
+# cost as much as defining them): the line types that may nest without bound, each bounded Struct's depth, each
+# other Struct's walk, and which surface types' messages hold an `Any`.
+_Shapes = tuple[list[str], dict[str, int], dict[str, tuple[int, tuple[str, ...]]], dict[str, bool]]
+
+
+def _plan(generation: int) -> _Plan:
     documents = _documents()
     mine = _generation_documents(generation)
     envelope = _root(mine, "envelope", generation)
@@ -672,16 +686,57 @@ def _build(generation: int) -> FastTypes:
                 annotations[("packed", tag)] = gen._exact(specialized, row["$id"]).source
             except Unsupported as why:
                 unsupported[tag] = str(why)
-    source = gen.source()
+    checks = SourceCompiler(documents).plan(gen.check_roots)
+    messages = {kind: (message.source, message.provable, message.closed) for kind, message in message_types.items()}
+    return gen.source(), annotations, messages, unsupported, closed, header_annotation, list(gen.check_roots), checks
+
+
+def _planned(generation: int) -> tuple[_Plan, _Shapes]:
+    plan = _plan(generation)
+    return plan, _shapes(plan, _module(generation, plan))
+
+
+def _module(generation: int, plan: _Plan) -> dict[str, Any]:
+    """The generated module's namespace, defined."""
+    source, _, _, _, _, _, checked, check_plan = plan
     module = types.ModuleType(f"dsh_audit.fastpath._generated_v{generation}")
-    checks = SourceCompiler(documents).build(gen.check_roots) if gen.check_roots else {}
-    missing = set(gen.check_roots) - set(checks)
+    checks = load_checks(check_plan) if checked else {}
     module.__dict__.update(checks, _plain=plain, _FLAGS=FLAGS, _unique_ints=unique_ints, _SeqList=SeqList)
-    for name in missing:   # fastcheck cannot check it either: such a value is always doubtful
+    for name in set(checked) - set(checks):   # fastcheck cannot check it either: such a value is always doubtful
         module.__dict__[name] = _never
     sys.modules[module.__name__] = module
     exec(compiled(source, f"<{module.__name__}>"), module.__dict__)
-    namespace = module.__dict__
+    return module.__dict__
+
+
+def _shapes(plan: _Plan, namespace: dict[str, Any]) -> _Shapes:
+    _, annotations, message_types, _, _, _, _, _ = plan
+    lines = {namespace[annotation] for annotation in annotations.values()}
+    deep = sorted(cls.__name__ for cls in lines if _unbounded(cls, frozenset()))
+    depths: dict[type, int | None] = {}
+    for cls in namespace.values():
+        if isinstance(cls, type) and issubclass(cls, msgspec.Struct):
+            _static_depth(cls, depths, frozenset())
+    static = {cls.__name__: depth for cls, depth in depths.items() if depth is not None}
+    walks: dict[str, tuple[int, tuple[str, ...]]] = {}
+    for cls, depth in depths.items():
+        if depth is None:   # unbounded: its bounded fields' depth, and the fields to walk
+            hints = _hints(cls)
+            names: tuple[str, ...] = cls.__struct_fields__  # type: ignore[attr-defined]
+            fixed = [_static_depth(hints[name], depths, frozenset()) for name in names]
+            walks[cls.__name__] = (1 + max((d for d in fixed if d is not None), default=0),
+                                   tuple(name for name, d in zip(names, fixed, strict=True) if d is None))
+    anyish = {kind: _anyish(eval(message[0], namespace), set()) for kind, message in message_types.items()}
+    return deep, static, walks, anyish
+
+
+def _build(generation: int) -> FastTypes:
+    plan, (deep_names, static_names, walk_names, anyish) = generated(
+        f"fast types v{generation}", f"{schemas_digest()} msgspec {msgspec.__version__}", GENERATOR_FILES,
+        lambda: _planned(generation))
+    source, annotations, message_types, unsupported, closed, header_annotation, _, _ = plan
+    unsupported = dict(unsupported)
+    namespace = _module(generation, plan)
 
     def decoder(annotation: str) -> msgspec.json.Decoder[Any]:
         return msgspec.json.Decoder(eval(annotation, namespace))
@@ -693,9 +748,9 @@ def _build(generation: int) -> FastTypes:
         try:
             decoder(annotation)
             if what == "event" and kind in message_types:
-                message = message_types[kind]
-                built = decoder(message.source)
-                messages[kind] = MessageType(built, message.provable, message.closed, _anyish(built.type, set()))
+                message_source, provable, message_closed = message_types[kind]
+                built = decoder(message_source)
+                messages[kind] = MessageType(built, provable, message_closed, anyish[kind])
         except (TypeError, ValueError) as why:   # msgspec refuses the type (an ambiguous union, say)
             unsupported[kind] = f"msgspec: {why}"
             continue
@@ -709,20 +764,9 @@ def _build(generation: int) -> FastTypes:
         union = _hints(_hints(events["assistant/chunk"])["data"])["chunk"]
         for member in typing.get_args(union):
             chunk_classes[member.__struct_config__.tag] = member
-    deep = frozenset(cls for cls in [*events.values(), *packed.values()] if _unbounded(cls, frozenset()))
-    depths: dict[type, int | None] = {}
-    for cls in namespace.values():
-        if isinstance(cls, type) and issubclass(cls, msgspec.Struct):
-            _static_depth(cls, depths, frozenset())
-    static = {cls: depth for cls, depth in depths.items() if depth is not None}
-    walks: dict[type, tuple[int, tuple[str, ...]]] = {}
-    for cls, depth in depths.items():
-        if depth is None:   # unbounded: its bounded fields' depth, and the fields to walk
-            hints = _hints(cls)
-            names: tuple[str, ...] = cls.__struct_fields__  # type: ignore[attr-defined]
-            fixed = [_static_depth(hints[name], depths, frozenset()) for name in names]
-            walks[cls] = (1 + max((d for d in fixed if d is not None), default=0),
-                          tuple(name for name, d in zip(names, fixed, strict=True) if d is None))
+    deep = frozenset(cls for cls in [*events.values(), *packed.values()] if cls.__name__ in deep_names)
+    static = {namespace[name]: depth for name, depth in static_names.items()}
+    walks = {namespace[name]: (depth, fields) for name, (depth, fields) in walk_names.items()}
     return FastTypes(generation, line, header, events, packed, messages, unsupported, closed, chunk_classes, tags,
                      deep, static, walks, source)
 

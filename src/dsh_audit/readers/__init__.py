@@ -17,9 +17,7 @@ from dsh_audit.readers.discover import discover, is_dsh_log, sniff, split_select
 from dsh_audit.readers.jsonl import open_log_file
 from dsh_audit.readers.limits import InputLimits
 from dsh_audit.readers.lines import FileLines
-from dsh_audit.readers.sqlite import open_store
 from dsh_audit.readers.stream import is_stream, open_stream
-from dsh_audit.readers.zstd import ZstdLines
 from dsh_audit.records import LogSource
 
 __all__ = ["InputLimits", "discover", "is_dsh_log", "open_log", "open_logs"]
@@ -50,6 +48,8 @@ def open_logs(path: str | os.PathLike[str], *, limits: InputLimits | None = None
     except OSError as error:
         raise LogReadError(f"cannot read: {error.strerror}", path=str(file)) from None
     if kind == "sqlite":
+        from dsh_audit.readers.sqlite import open_store  # sqlite3: for a store only
+
         sources = open_store(file, limits)
         if session_id is None:
             yield from sources
@@ -61,7 +61,12 @@ def open_logs(path: str | os.PathLike[str], *, limits: InputLimits | None = None
         return
     if session_id is not None:
         raise LogReadError("a #sessionId selector applies only to SQLite stores", path=str(file))
-    yield open_log_file(file, ZstdLines if kind == "zstd" else FileLines, limits, found_in=found_in)
+    if kind == "zstd":
+        from dsh_audit.readers.zstd import ZstdLines  # zstandard: for a compressed log only
+
+        yield open_log_file(file, ZstdLines, limits, found_in=found_in)
+        return
+    yield open_log_file(file, FileLines, limits, found_in=found_in)
 
 
 def open_log(path: str | os.PathLike[str], *, limits: InputLimits | None = None,

@@ -24,9 +24,8 @@ from dsh_audit.errors import DshAuditError, LogReadError
 from dsh_audit.generations import parse_log_name
 from dsh_audit.readers.found import FoundFileError, opener, refused_link
 from dsh_audit.readers.jsonvalue import JsonProblem, JsonTooDeep, parse_json
-from dsh_audit.readers.sqlite import APPLICATION_ID, SQLITE_MAGIC
+from dsh_audit.readers.magic import APPLICATION_ID, SQLITE_MAGIC, ZSTD_MAGIC
 from dsh_audit.readers.stream import STDIN
-from dsh_audit.readers.zstd import ZSTD_MAGIC
 
 ZSTD_SUFFIXES = (".jsonl.zstd", ".jsonl.zst")
 LOG_SUFFIXES = (".jsonl", *ZSTD_SUFFIXES)
@@ -267,6 +266,24 @@ class Skipped:
     @property
     def reason(self) -> str:
         return f"{self.label}: skipped: an older generation; read {self.read_instead}"
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """What a command reads: `paths`; for a session picked by --session, the older generations of its log it
+    skips, each with the log read instead (readers.discover.discover_logs reports them as a walk does)."""
+
+    paths: list[Path]
+    superseded: dict[Path, Path] = field(default_factory=dict)
+
+    @property
+    def inputs(self) -> list[Path]:
+        """Every file the command may read (no output is ever written onto one)."""
+        return [*self.paths, *self.superseded]
+
+    @property
+    def skipped(self) -> list[Skipped]:
+        return [Skipped(str(older), str(newer)) for older, newer in sorted(self.superseded.items())]
 
 
 def skipped_generations(discovery: Discovery) -> list[Skipped]:

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from dsh_audit.errors import DshAuditError, LogReadError
 from dsh_audit.generations import parse_log_name
 from dsh_audit.readers import open_logs
-from dsh_audit.readers.discover import Skipped, Unreadable, discover_logs
+from dsh_audit.readers.discover import Selection, Unreadable, discover_logs
 from dsh_audit.readers.found import refused_link
 from dsh_audit.records import LogSource
 
@@ -280,24 +280,6 @@ def find_session(root: Path, prefix: str) -> Path:
 
 
 # --- what the commands read -------------------------------------------------------------------------------------
-
-@dataclass(frozen=True, slots=True)
-class Selection:
-    """What a command reads: `paths`; for a session picked by --session, the older generations of its log it
-    skips, each with the log read instead (readers.discover.discover_logs reports them as a walk does)."""
-
-    paths: list[Path]
-    superseded: dict[Path, Path] = field(default_factory=dict)
-
-    @property
-    def inputs(self) -> list[Path]:
-        """Every file the command may read (no output is ever written onto one)."""
-        return [*self.paths, *self.superseded]
-
-    @property
-    def skipped(self) -> list[Skipped]:
-        return [Skipped(str(older), str(newer)) for older, newer in sorted(self.superseded.items())]
-
 
 def default_paths(logs: tuple[Path, ...], session: str | None,
                   environ: Mapping[str, str] = os.environ) -> Selection:

@@ -25,13 +25,12 @@ from dsh_audit.generations import generations
 from dsh_audit.readers.found import refused_link
 from dsh_audit.readers.jsonvalue import MAX_SAFE_INTEGER, JsonProblem, parse_json
 from dsh_audit.readers.limits import InputLimits, OverLimit, located
+from dsh_audit.readers.magic import APPLICATION_ID
 from dsh_audit.readers.packed import CHUNK_ROW_TYPES, MemberBounds, PackedRow, check_row
 from dsh_audit.readers.zstd import TooLarge, decompress_bounded
 from dsh_audit.records import JSON, LogRecord, LogSource, TornTail
 
-APPLICATION_ID = 0x44534850  # "DSHP"
 SCHEMA_VERSION = 17
-SQLITE_MAGIC = b"SQLite format 3\x00"
 _PACKED_BOUNDS = MemberBounds(minimum=3, maximum=1024)
 _MAX_PACKED_DATA_BYTES = 1 << 20
 _SESSION_COLUMNS = ("id, version, created_at, cwd, parent_session, seed_length, origin, delegation_depth, "

@@ -17,8 +17,7 @@ from dsh_audit.errors import LogReadError
 from dsh_audit.readers.jsonl import read_log
 from dsh_audit.readers.limits import InputLimits
 from dsh_audit.readers.lines import FileLines
-from dsh_audit.readers.sqlite import SQLITE_MAGIC
-from dsh_audit.readers.zstd import ZSTD_MAGIC, ZstdLines
+from dsh_audit.readers.magic import SQLITE_MAGIC, ZSTD_MAGIC
 from dsh_audit.records import LogSource
 
 __all__ = ["STDIN", "STDIN_LABEL", "is_stream", "open_stream"]
@@ -123,4 +122,8 @@ def open_stream(path: Path, limits: InputLimits) -> LogSource:
         raise LogReadError("a SQLite store cannot be read from a pipe or device; give the path of its file",
                            path=label)
     source = Prefixed(prefix, handle)
-    return read_log(ZstdLines if prefix.startswith(ZSTD_MAGIC) else FileLines, source, label, limits)
+    if prefix.startswith(ZSTD_MAGIC):
+        from dsh_audit.readers.zstd import ZstdLines  # zstandard: for a compressed log only
+
+        return read_log(ZstdLines, source, label, limits)
+    return read_log(FileLines, source, label, limits)

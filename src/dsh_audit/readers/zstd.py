@@ -25,9 +25,9 @@ from dsh_audit.errors import LogReadError
 from dsh_audit.readers.jsonl import Line
 from dsh_audit.readers.limits import InputLimits, located
 from dsh_audit.readers.lines import ByteSource, LineSplitter
+from dsh_audit.readers.magic import ZSTD_MAGIC
 from dsh_audit.records import TornTail
 
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"  # 0xFD2FB528 little-endian
 _READ_SIZE = 1 << 18  # compressed bytes per read
 _MIN_FEED = 1 << 10   # compressed bytes per decoder call, at least (see feed_size)
 _BATCH = 1 << 17      # plaintext gathered before it is cut into lines (with the last piece, mostly one BLOCK)
