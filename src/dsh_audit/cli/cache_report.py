@@ -7,7 +7,7 @@ import json
 import shlex
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -19,13 +19,16 @@ from ..text import printable
 from . import EXIT_CLEAN, EXIT_FINDINGS
 from .options import (
     ALL_GENERATIONS_OPTION,
+    BY_OPTION,
     COLLAPSES_ONLY_OPTION,
     COLOR_OPTION,
     LOGS_ARGUMENT,
     OUT_OPTION,
     SESSION_OPTION,
     WIDE_OPTION,
+    chosen_filter,
     chosen_paths,
+    filter_options,
     format_option,
     prefix_option,
     sort_option,
@@ -35,6 +38,9 @@ from .options import (
     top_option,
 )
 from .progress_bar import byte_progress
+
+if TYPE_CHECKING:
+    from ..reports.cache_report import CacheReport
 
 T = TypeVar("T")
 
@@ -103,6 +109,8 @@ bad usage, 3 internal error, 130 interrupted.""")
 @click.option("--rows", type=click.Choice(ROW_KINDS), default="requests", show_default=True,
               help="Which rows: one per model call, per log, or the totals. The table shows the ranked sessions "
                    "and worst requests, then (requests) every call; totals: the summary alone.")
+@BY_OPTION
+@filter_options
 @sort_option("lost in the table, path in the machine formats")
 @top_option()
 @COLLAPSES_ONLY_OPTION
@@ -138,7 +146,9 @@ bad usage, 3 internal error, 130 interrupted.""")
 @ALL_GENERATIONS_OPTION
 @COLOR_OPTION
 def cache_report(logs: tuple[Path, ...], session: str | None, fmt: str | None, out: Path | None, wide: bool,
-                 rows: str, sort: str | None, top: int | None, collapses_only: bool,
+                 rows: str, by: str | None, since: str | None, until: str | None, timezone: str | None,
+                 models: tuple[str, ...], projects: tuple[str, ...], sort: str | None, top: int | None,
+                 collapses_only: bool,
                  block: int | None, collapse_threshold: float, prices_file: Path | None,
                  price_hit: float | None, price_miss: float | None, price_output: float | None,
                  system_file: Path | None, tools_file: Path | None, sidecars: bool, wire: bool, predict: bool,
@@ -150,12 +160,14 @@ def cache_report(logs: tuple[Path, ...], session: str | None, fmt: str | None, o
 
     from ..reports import cache_view
     from ..reports.cache_report import SCHEMA_VERSION, CacheOptions, build_cache_report
+    from ..reports.filters import filtered
     from ..reports.ranking import ranked, session_names, session_prefixes
     from ..reports.render import check_frame_output, write_frame
     from ..reports.verdict import unexplained as is_unexplained
     from ..sinks import output_format
 
     flat = _prices(prices_file, (price_hit, price_miss, price_output))
+    counted = chosen_filter(since, until, timezone, models, projects)
     chosen = output_format(fmt, out, FORMATS)
     selection = chosen_paths(logs, session)
     option_files = [file for file in (prices_file, system_file, tools_file) if file is not None]
@@ -169,16 +181,18 @@ def cache_report(logs: tuple[Path, ...], session: str | None, fmt: str | None, o
         wire=wire, system=_option_file(system_file, str) if system_file else None, tools=tools,
         sidecars=sidecars, predict=predict)
     with byte_progress(selection.paths, "cache-report"):
-        report = build_cache_report(selection.paths, options, all_generations=all_generations,
-                                    superseded=selection.superseded)
+        read = build_cache_report(selection.paths, options, all_generations=all_generations,
+                                  superseded=selection.superseded)
+    report = filtered(read, counted)
 
     table_view = chosen == "table"
     order = sort or ("lost" if table_view else "path")
     shown = ranked(report, sort=order, top=top, collapses_only=collapses_only)
 
     collapsed = set(report.requests.filter(pl.col("collapse"))["log"])   # the logs an explain command names
-    prefixes = {label: prefix for label, prefix in session_prefixes(report.logs).items() if label in collapsed}
-    names = cache_view.Names(session_names(report.logs), _explain_targets(
+    # named among every log read, so that a name a filter leaves alone still picks one session with --session
+    prefixes = {label: prefix for label, prefix in session_prefixes(read.logs).items() if label in collapsed}
+    names = cache_view.Names(session_names(read.logs), _explain_targets(
         selection.paths if not logs or session is None else [], prefixes, given=bool(logs)))
 
     def view() -> str:
@@ -186,8 +200,11 @@ def cache_report(logs: tuple[Path, ...], session: str | None, fmt: str | None, o
         return term.show(cache_view.render(shown, term, wide=wide, rows=rows, names=names,
                                            worst=top or cache_view.WORST_REQUESTS, order=order))
 
-    write_frame(shown.rows(rows), chosen, out, schema=f"dsh-audit/cache-report/{rows}", version=SCHEMA_VERSION,
-                table=view, inputs=[*selection.inputs, *option_files])
+    if by is None:
+        write_frame(shown.rows(rows), chosen, out, schema=f"dsh-audit/cache-report/{rows}",
+                    version=SCHEMA_VERSION, table=view, inputs=[*selection.inputs, *option_files])
+    else:
+        _write_rollup(shown, by, timezone or "UTC", chosen, out, [*selection.inputs, *option_files], wide)
     tell_unreadable(report.unreadable, listed=table_view)
     tell_skipped([] if table_view else report.skipped)
     if fail_on_unexplained and report.unreadable:   # a gate cannot say there is none in a log it did not read
@@ -200,6 +217,23 @@ def cache_report(logs: tuple[Path, ...], session: str | None, fmt: str | None, o
         click.echo(printable(f"audit: {len(unexplained)} unexplained cache collapse(s): {named}{more}"), err=True)
         return EXIT_FINDINGS
     return EXIT_CLEAN
+
+
+def _write_rollup(report: CacheReport, by: str, zone: str, chosen: str, out: Path | None, inputs: list[Path],
+                  wide: bool) -> None:
+    """--by: the report's calls a row per group, in the table or the machine format asked."""
+    from ..reports import rollup_view
+    from ..reports.render import write_frame
+    from ..reports.rollup import ROLLUP_VERSION, rollup
+
+    groups = rollup(report, by, zone)
+
+    def view() -> str:
+        term = this_terminal()
+        return term.show(rollup_view.render(groups, by, zone, report.totals.to_dicts()[0], term, wide=wide))
+
+    write_frame(groups, chosen, out, schema="dsh-audit/cache-report/rollup", version=ROLLUP_VERSION, table=view,
+                inputs=inputs)
 
 
 def _explain_targets(roots: list[Path], prefixes: dict[str, str], *, given: bool) -> dict[str, str]:
