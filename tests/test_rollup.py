@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -54,7 +55,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def groups(home: Path, by: str, zone_name: str = "UTC") -> dict[str | None, dict[str, object]]:
+def groups(home: Path, by: str, zone_name: str = "UTC") -> dict[str | None, dict[str, Any]]:
     return {row["group"]: row for row in rollup(build_cache_report([home]), by, zone_name).to_dicts()}
 
 

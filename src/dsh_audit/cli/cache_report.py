@@ -93,6 +93,7 @@ Examples:
   audit cache-report ~/.dsh/sessions             the sessions ranked by what collapses lost, the worst
                                                   requests, then every call
   audit cache-report --rows logs --top 10 DIR     the ten sessions that lost most, and their worst requests
+  audit cache-report --by day --since 7d DIR      a row per day of the last week (UTC unless --timezone)
   audit cache-report session.v3.jsonl             per call: reads, hit %, collapses and causes, cost
   audit cache-report --no-predict ~/.dsh          logged figures only, linear in the logs
   audit cache-report --rows logs --out logs.csv DIR        one row per log, as CSV
