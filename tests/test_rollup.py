@@ -152,3 +152,16 @@ def test_the_command_line(home: Path) -> None:
     assert done.exit_code == 2 and "--since" in done.stderr and not done.stdout
     done = runner.invoke(main, ["sessions", "--root", str(home), "--format", "json", "--project", "/work/shop"])
     assert [session["cwd"] for session in json.loads(done.stdout)["sessions"]] == ["/work/shop"]
+
+
+def test_an_old_call_costs_what_it_cost_that_day(tmp_path: Path) -> None:
+    """Priced by the dated table: a request of July 2026 at V4 Flash's flat rate, one of December at V4.1-Flash's
+    off-peak rate (a Sunday); each month's group costs what its calls did."""
+    log = timed(steady_log(), {1: "2026-07-05T10:00", 2: "2026-12-06T10:00"})
+    report = build_cache_report([write_jsonl(log, tmp_path / "session.jsonl")])
+    [july, december] = report.requests.to_dicts()
+    assert (july["priceTier"], december["priceTier"]) == ("flat", "off-peak")
+    assert july["costUsd"] == pytest.approx((300 * 0.14 + 10 * 0.28) / 1e6)
+    assert december["costUsd"] == pytest.approx((300 * 0.15 + 512 * 0.003 + 10 * 0.6) / 1e6)
+    months = {row["group"]: row["costUsd"] for row in rollup(report, "month").to_dicts()}
+    assert months == {"2026-07": pytest.approx(july["costUsd"]), "2026-12": pytest.approx(december["costUsd"])}

@@ -123,7 +123,8 @@ bad usage, 3 internal error, 130 interrupted.""")
               help="A collapse: cache reads below this share of the predecessor's reads or of the expected read.")
 @click.option("--prices", "prices_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="A price table (JSON, the shape of dsh_audit/reports/data/deepseek-prices.json) instead of "
-                   "DeepSeek's, which is priced by each call's time: peak or off-peak. See docs/prices.md.")
+                   "DeepSeek's, which prices each call as of its time: the period's rates, peak or off-peak. See "
+                   "docs/prices.md.")
 @click.option("--price-hit", type=float, callback=_rate, cls=_BundledRateOption,
               quote=lambda table: f"One flat USD per 1M cache-hit input tokens for every model [{table.fallback} "
                                   f"at peak: {_flash(table).cache_hit}].")
