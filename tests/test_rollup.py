@@ -152,6 +152,11 @@ def test_the_command_line(home: Path) -> None:
     assert done.exit_code == 2 and "--since" in done.stderr and not done.stdout
     done = runner.invoke(main, ["sessions", "--root", str(home), "--format", "json", "--project", "/work/shop"])
     assert [session["cwd"] for session in json.loads(done.stdout)["sessions"]] == ["/work/shop"]
+    for since, listed in (("1d", 2), ("2000-01-01", 2)):   # by last activity: the files were written just now
+        done = runner.invoke(main, ["sessions", "--root", str(home), "--format", "json", "--since", since])
+        assert len(json.loads(done.stdout)["sessions"]) == listed
+    done = runner.invoke(main, ["sessions", "--root", str(home), "--format", "json", "--until", "2000-01-01"])
+    assert json.loads(done.stdout)["sessions"] == []
 
 
 def test_an_old_call_costs_what_it_cost_that_day(tmp_path: Path) -> None:
