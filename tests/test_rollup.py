@@ -148,6 +148,7 @@ def test_the_command_line(home: Path) -> None:
     done = runner.invoke(main, ["cache-report", "--rows", "totals", "--format", "json", "--project",
                                 "/work/shop-api", str(home)])
     assert json.loads(done.stdout)["rows"][0]["requests"] == 2
+    assert done.stderr == "audit: 1 of 2 log(s) have no call the filters keep, and are left out\n"
     done = runner.invoke(main, ["cache-report", "--since", "last tuesday", str(home)])
     assert done.exit_code == 2 and "--since" in done.stderr and not done.stdout
     done = runner.invoke(main, ["sessions", "--root", str(home), "--format", "json", "--project", "/work/shop"])
