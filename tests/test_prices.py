@@ -51,6 +51,38 @@ def test_models_aliases_and_the_fallback() -> None:
     assert TABLE.price("fake", None).tier == "off-peak (no time logged)"
 
 
+# -- dated periods: a call is priced at the prices of its day (docs/prices.md) ------------------------------------
+@pytest.mark.parametrize(("when", "model", "tier", "rates"), [
+    ("2026-07-01T10:00:00+08:00", "deepseek-v4-flash", "flat", (0.0028, 0.14, 0.28)),   # before peak hours
+    ("2026-07-01T10:00:00+08:00", "deepseek-chat", "flat", (0.0028, 0.14, 0.28)),
+    ("2026-08-17T10:00:00+08:00", "deepseek-v4-flash", "peak", (0.014, 0.44, 1.32)),     # the first peak hour
+    ("2026-08-22T10:00:00+08:00", "deepseek-v4-flash", "peak", (0.014, 0.44, 1.32)),     # a Saturday, then peak
+    ("2026-08-29T10:00:00+08:00", "deepseek-v4-flash", "off-peak", (0.007, 0.22, 0.66)),  # a Saturday, then not
+    ("2026-09-10T11:59:00+08:00", "deepseek-v4-pro", "peak", (0.044, 1.32, 3.96)),
+    ("2026-09-10T14:00:00+08:00", "deepseek-v4-flash", "peak", (0.006, 0.3, 1.2)),       # V4.1-Flash's prices
+])
+def test_each_call_is_priced_by_the_period_of_its_time(when: str, model: str, tier: str,
+                                                        rates: tuple[float, float, float]) -> None:
+    priced = TABLE.price(model, ms(when))
+    assert priced.tier == tier
+    assert (priced.prices.cache_hit, priced.prices.cache_miss, priced.prices.output) == pytest.approx(rates)
+
+
+def test_a_call_without_a_time_is_priced_by_the_newest_period() -> None:
+    assert TABLE.price("deepseek-v4-flash", None).prices == TABLE.models["deepseek-flash"].scaled(0.5)
+
+
+def test_a_prices_file_of_periods_prices_each_call_by_its_time(tmp_path: Path) -> None:
+    path = tmp_path / "prices.json"
+    path.write_text(json.dumps({"models": {"m": {"cacheHit": 0, "cacheMiss": 2, "output": 0}}, "fallback": "m",
+                                "from": "2026-11-30T12:00:00Z",
+                                "earlier": [{"models": {"m": {"cacheHit": 0, "cacheMiss": 1, "output": 0}},
+                                             "fallback": "m"}]}))
+    table = load_table(path)
+    assert [table.price("m", ms(when)).prices.cache_miss
+            for when in ("2026-11-30T11:59:59+00:00", "2026-11-30T12:00:00+00:00")] == [1, 2]
+
+
 def test_a_prices_file_replaces_the_table(tmp_path: Path) -> None:
     document = {"models": {"m": {"cacheHit": 1, "cacheMiss": 2, "output": 3}}, "fallback": "m", "perTokens": 1000}
     path = tmp_path / "prices.json"
@@ -174,6 +206,14 @@ PEAK = '"peak": {"utcOffset": "+08:00", "weekdays": [1], "hours": [["09:00", "12
      "/peak/hours/0/1: "),
     ('[]', "/: expected object, got array"),
     ('{' + MODEL + ',}', "not valid JSON"),
+    ('{' + MODEL + ', "from": "2026-09-10"}', "/from: "),   # a moment with its offset, not a date
+    ('{' + MODEL + ', "from": "2026-09-10T04:00:00Z", "earlier": [{' + MODEL + ', "from": "2026-09-10T04:00:00Z"}]}',
+     "/from: a period must begin after the one before it"),
+    ('{' + MODEL + ', "earlier": [{' + MODEL + '}]}', "/from: only the oldest period may have no start"),
+    ('{' + MODEL + ', "from": "2026-09-10T04:00:00Z", "earlier": [{' + MODEL + '}, {' + MODEL + '}]}',
+     "/earlier/1/from: only the oldest period may have no start"),
+    ('{' + MODEL + ', "earlier": [{"models": {"m": {"cacheHit": 1, "cacheMiss": 2, "output": 3}}, "fallback": "x"}]}',
+     "/earlier/0/fallback: 'x' is not one of the models"),
 ])
 def test_a_bad_price_table_is_one_line_naming_the_field(tmp_path: Path, text: str, said: str) -> None:
     path = tmp_path / "prices.json"

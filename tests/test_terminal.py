@@ -171,6 +171,19 @@ def test_ranked_views_open_with_the_worst(view: str, columns: int, place: Path) 
     assert text == snapshot.read_text(encoding="utf-8"), f"{view} differs from {snapshot.name}"
 
 
+def test_a_rollup_view_ranks_the_projects_by_what_they_lost(place: Path) -> None:
+    code, text = on_terminal(["cache-report", "--by", "project", "collapsing/sessions"], 80, place)
+    assert code == 0 and "Traceback" not in text, text
+    assert_fits(text, 80)
+    plain = SGR.sub("", text).splitlines()
+    assert [line.split()[0] for line in plain[2:6]] == ["/work/billing", "/work/shop", "/work/docs",
+                                                         "/work/shop-api"]
+    snapshot = SNAPSHOTS / "cache-report-by-project-80.ansi"
+    if os.environ.get("DSH_AUDIT_WRITE_SNAPSHOTS"):
+        snapshot.write_text(text, encoding="utf-8")
+    assert text == snapshot.read_text(encoding="utf-8"), f"differs from {snapshot.name}"
+
+
 @pytest.mark.parametrize("columns", WIDTHS)
 def test_chinese_text_is_measured_in_cells(columns: int, place: Path) -> None:
     for args in (["explain", "chinese.v4.jsonl", "2.1#1"], ["cache-report", "--wide", "chinese.v4.jsonl"],

@@ -8,12 +8,15 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .errors import DshAuditError
 from .readers import open_log
 from .readers.home import SessionInfo, SessionScan, scan_sessions
 from .records import LogSource
+
+if TYPE_CHECKING:
+    from .reports.filters import CallFilter
 
 
 class Figures(NamedTuple):
@@ -63,18 +66,34 @@ def _tallied(info: SessionInfo, tally: Tally) -> SessionInfo:
 
 
 def list_sessions(root: Path, *, limit: int | None = None, tally: Tally = count_requests,
-                  sort: str = "recent") -> SessionScan:
+                  sort: str = "recent", kept: Callable[[SessionInfo], bool] | None = None) -> SessionScan:
     """The sessions below `root` in `sort`'s order (newest first by last activity, else by `ranked`), at most
     `limit`, each with its own figures as `tally` gives them (from a freshly opened source of the log). A log that
     cannot be read is listed with its error (last where a figure ranks them), a folder that cannot be listed in
     `unlisted` (whatever the limit); only a missing root raises (LogReadError). Newest first, only the sessions
-    kept are tallied; any other order tallies them all."""
+    kept are tallied; any other order tallies them all. `kept` picks the sessions listed, from their headers
+    (`in_filter`), before any is tallied."""
     scan = scan_sessions([root])
+    if kept is not None:
+        scan = SessionScan([info for info in scan.sessions if kept(info)], scan.unlisted)
     if sort == "recent":
         chosen = scan.sessions if limit is None else scan.sessions[:limit]
         return SessionScan([_tallied(info, tally) for info in chosen], scan.unlisted)
     infos = ranked([_tallied(info, tally) for info in scan.sessions], sort)
     return SessionScan(infos if limit is None else infos[:limit], scan.unlisted)
+
+
+def in_filter(chosen: CallFilter) -> Callable[[SessionInfo], bool]:
+    """A session as `--project` and `--since/--until` pick it from the listing: its cwd in one of the projects,
+    its last activity in [since, until) (the listing reads no call's time)."""
+    from .reports.filters import in_project
+
+    def kept(info: SessionInfo) -> bool:
+        active = int(info.last_activity.timestamp() * 1000)
+        return ((not chosen.projects or any(in_project(info.cwd, project) for project in chosen.projects))
+                and (chosen.since_ms is None or active >= chosen.since_ms)
+                and (chosen.until_ms is None or active < chosen.until_ms))
+    return kept
 
 
 def ranked(infos: list[SessionInfo], sort: str) -> list[SessionInfo]:

@@ -7,7 +7,7 @@ import json
 import shlex
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -19,13 +19,16 @@ from ..text import printable
 from . import EXIT_CLEAN, EXIT_FINDINGS
 from .options import (
     ALL_GENERATIONS_OPTION,
+    BY_OPTION,
     COLLAPSES_ONLY_OPTION,
     COLOR_OPTION,
     LOGS_ARGUMENT,
     OUT_OPTION,
     SESSION_OPTION,
     WIDE_OPTION,
+    chosen_filter,
     chosen_paths,
+    filter_options,
     format_option,
     prefix_option,
     sort_option,
@@ -35,6 +38,9 @@ from .options import (
     top_option,
 )
 from .progress_bar import byte_progress
+
+if TYPE_CHECKING:
+    from ..reports.cache_report import CacheReport
 
 T = TypeVar("T")
 
@@ -87,6 +93,7 @@ Examples:
   audit cache-report ~/.dsh/sessions             the sessions ranked by what collapses lost, the worst
                                                   requests, then every call
   audit cache-report --rows logs --top 10 DIR     the ten sessions that lost most, and their worst requests
+  audit cache-report --by day --since 7d DIR      a row per day of the last week (UTC unless --timezone)
   audit cache-report session.v3.jsonl             per call: reads, hit %, collapses and causes, cost
   audit cache-report --no-predict ~/.dsh          logged figures only, linear in the logs
   audit cache-report --rows logs --out logs.csv DIR        one row per log, as CSV
@@ -103,6 +110,8 @@ bad usage, 3 internal error, 130 interrupted.""")
 @click.option("--rows", type=click.Choice(ROW_KINDS), default="requests", show_default=True,
               help="Which rows: one per model call, per log, or the totals. The table shows the ranked sessions "
                    "and worst requests, then (requests) every call; totals: the summary alone.")
+@BY_OPTION
+@filter_options
 @sort_option("lost in the table, path in the machine formats")
 @top_option()
 @COLLAPSES_ONLY_OPTION
@@ -114,7 +123,8 @@ bad usage, 3 internal error, 130 interrupted.""")
               help="A collapse: cache reads below this share of the predecessor's reads or of the expected read.")
 @click.option("--prices", "prices_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="A price table (JSON, the shape of dsh_audit/reports/data/deepseek-prices.json) instead of "
-                   "DeepSeek's, which is priced by each call's time: peak or off-peak. See docs/prices.md.")
+                   "DeepSeek's, which prices each call as of its time: the period's rates, peak or off-peak. See "
+                   "docs/prices.md.")
 @click.option("--price-hit", type=float, callback=_rate, cls=_BundledRateOption,
               quote=lambda table: f"One flat USD per 1M cache-hit input tokens for every model [{table.fallback} "
                                   f"at peak: {_flash(table).cache_hit}].")
@@ -138,7 +148,9 @@ bad usage, 3 internal error, 130 interrupted.""")
 @ALL_GENERATIONS_OPTION
 @COLOR_OPTION
 def cache_report(logs: tuple[Path, ...], session: str | None, fmt: str | None, out: Path | None, wide: bool,
-                 rows: str, sort: str | None, top: int | None, collapses_only: bool,
+                 rows: str, by: str | None, since: str | None, until: str | None, timezone: str | None,
+                 models: tuple[str, ...], projects: tuple[str, ...], sort: str | None, top: int | None,
+                 collapses_only: bool,
                  block: int | None, collapse_threshold: float, prices_file: Path | None,
                  price_hit: float | None, price_miss: float | None, price_output: float | None,
                  system_file: Path | None, tools_file: Path | None, sidecars: bool, wire: bool, predict: bool,
@@ -150,12 +162,14 @@ def cache_report(logs: tuple[Path, ...], session: str | None, fmt: str | None, o
 
     from ..reports import cache_view
     from ..reports.cache_report import SCHEMA_VERSION, CacheOptions, build_cache_report
+    from ..reports.filters import filtered
     from ..reports.ranking import ranked, session_names, session_prefixes
     from ..reports.render import check_frame_output, write_frame
     from ..reports.verdict import unexplained as is_unexplained
     from ..sinks import output_format
 
     flat = _prices(prices_file, (price_hit, price_miss, price_output))
+    counted = chosen_filter(since, until, timezone, models, projects)
     chosen = output_format(fmt, out, FORMATS)
     selection = chosen_paths(logs, session)
     option_files = [file for file in (prices_file, system_file, tools_file) if file is not None]
@@ -169,16 +183,18 @@ def cache_report(logs: tuple[Path, ...], session: str | None, fmt: str | None, o
         wire=wire, system=_option_file(system_file, str) if system_file else None, tools=tools,
         sidecars=sidecars, predict=predict)
     with byte_progress(selection.paths, "cache-report"):
-        report = build_cache_report(selection.paths, options, all_generations=all_generations,
-                                    superseded=selection.superseded)
+        read = build_cache_report(selection.paths, options, all_generations=all_generations,
+                                  superseded=selection.superseded)
+    report = filtered(read, counted)
 
     table_view = chosen == "table"
     order = sort or ("lost" if table_view else "path")
     shown = ranked(report, sort=order, top=top, collapses_only=collapses_only)
 
     collapsed = set(report.requests.filter(pl.col("collapse"))["log"])   # the logs an explain command names
-    prefixes = {label: prefix for label, prefix in session_prefixes(report.logs).items() if label in collapsed}
-    names = cache_view.Names(session_names(report.logs), _explain_targets(
+    # named among every log read, so that a name a filter leaves alone still picks one session with --session
+    prefixes = {label: prefix for label, prefix in session_prefixes(read.logs).items() if label in collapsed}
+    names = cache_view.Names(session_names(read.logs), _explain_targets(
         selection.paths if not logs or session is None else [], prefixes, given=bool(logs)))
 
     def view() -> str:
@@ -186,8 +202,14 @@ def cache_report(logs: tuple[Path, ...], session: str | None, fmt: str | None, o
         return term.show(cache_view.render(shown, term, wide=wide, rows=rows, names=names,
                                            worst=top or cache_view.WORST_REQUESTS, order=order))
 
-    write_frame(shown.rows(rows), chosen, out, schema=f"dsh-audit/cache-report/{rows}", version=SCHEMA_VERSION,
-                table=view, inputs=[*selection.inputs, *option_files])
+    if by is None:
+        write_frame(shown.rows(rows), chosen, out, schema=f"dsh-audit/cache-report/{rows}",
+                    version=SCHEMA_VERSION, table=view, inputs=[*selection.inputs, *option_files])
+    else:
+        _write_rollup(shown, by, timezone or "UTC", chosen, out, [*selection.inputs, *option_files], wide)
+    if read.logs.height > report.logs.height:   # on stderr: the closing summary counts only the logs kept
+        click.echo(f"audit: {read.logs.height - report.logs.height} of {read.logs.height} log(s) have no call "
+                   "the filters keep, and are left out", err=True)
     tell_unreadable(report.unreadable, listed=table_view)
     tell_skipped([] if table_view else report.skipped)
     if fail_on_unexplained and report.unreadable:   # a gate cannot say there is none in a log it did not read
@@ -200,6 +222,23 @@ def cache_report(logs: tuple[Path, ...], session: str | None, fmt: str | None, o
         click.echo(printable(f"audit: {len(unexplained)} unexplained cache collapse(s): {named}{more}"), err=True)
         return EXIT_FINDINGS
     return EXIT_CLEAN
+
+
+def _write_rollup(report: CacheReport, by: str, zone: str, chosen: str, out: Path | None, inputs: list[Path],
+                  wide: bool) -> None:
+    """--by: the report's calls a row per group, in the table or the machine format asked."""
+    from ..reports import rollup_view
+    from ..reports.render import write_frame
+    from ..reports.rollup import ROLLUP_VERSION, rollup
+
+    groups = rollup(report, by, zone)
+
+    def view() -> str:
+        term = this_terminal()
+        return term.show(rollup_view.render(groups, by, zone, report.totals.to_dicts()[0], term, wide=wide))
+
+    write_frame(groups, chosen, out, schema="dsh-audit/cache-report/rollup", version=ROLLUP_VERSION, table=view,
+                inputs=inputs)
 
 
 def _explain_targets(roots: list[Path], prefixes: dict[str, str], *, given: bool) -> dict[str, str]:

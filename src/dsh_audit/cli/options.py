@@ -16,6 +16,7 @@ from ..text import printable
 
 if TYPE_CHECKING:
     from ..readers.discover import Selection, Skipped, Unreadable
+    from ..reports.filters import CallFilter
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -74,6 +75,59 @@ def top_option(*more_names: str) -> Callable[[F], F]:
     """--top N (and any older name of it): only the first N sessions of the ranking."""
     return click.option("--top", *more_names, "top", type=click.IntRange(min=1), default=None, metavar="N",
                         help="Only the first N sessions of the ranking.")
+
+
+SINCE_OPTION = click.option(
+    "--since", metavar="WHEN",
+    help="Only what was logged from WHEN: a date (2026-12-01), a date and time (2026-12-01T09:30), or a span "
+         "back from now (7d, 24h, 2w); in UTC unless --timezone says otherwise. A call without a logged time is "
+         "then left out.")
+UNTIL_OPTION = click.option(
+    "--until", metavar="WHEN", help="Only what was logged before WHEN (a date counts that whole day); as --since.")
+TIMEZONE_OPTION = click.option(
+    "--timezone", metavar="ZONE", help="The time zone of --since/--until's dates and of --by's days, weeks and "
+                                       "months: an IANA name such as Europe/Paris [default: UTC].")
+MODEL_OPTION = click.option("--model", "models", multiple=True, metavar="NAME",
+                            help="Only the calls to this model, as logged (repeatable).")
+PROJECT_OPTION = click.option(
+    "--project", "projects", multiple=True, metavar="DIR",
+    help="Only the sessions run in DIR or below it: their logged cwd, against DIR made absolute (repeatable).")
+# reports.rollup.ROLLUPS, spelled here so that `--help` starts without polars
+ROLLUPS = ("day", "week", "month", "model", "project")
+BY_OPTION = click.option(
+    "--by", type=click.Choice(ROLLUPS), default=None,
+    help="Instead of --rows, one row per day, week (from Monday), month, model or project (cwd) of the calls "
+         "counted, with their requests, hit ratio, cost and what collapses lost; they add up to the totals.")
+
+
+def filter_options(function: F) -> F:
+    """--since, --until, --timezone, --model, --project: which calls a multi-log view counts."""
+    for option in (PROJECT_OPTION, MODEL_OPTION, TIMEZONE_OPTION, UNTIL_OPTION, SINCE_OPTION):
+        function = option(function)
+    return function
+
+
+def chosen_filter(since: str | None, until: str | None, timezone: str | None, models: tuple[str, ...] = (),
+                  projects: tuple[str, ...] = ()) -> CallFilter:
+    """The filter the options given describe; a time that does not read is a usage error naming its option."""
+    from datetime import UTC, datetime
+
+    from ..reports.filters import CallFilter, moment_ms, project_path, zone
+
+    try:
+        where = zone(timezone)
+    except DshAuditError as error:
+        raise click.BadParameter(str(error).removeprefix("--timezone: "), param_hint="--timezone") from None
+    now = datetime.now(UTC)
+
+    def moment(text: str | None, option: str) -> int | None:
+        try:
+            return None if text is None else moment_ms(text, zone=where, now=now, end=option == "--until")
+        except DshAuditError as error:
+            raise click.BadParameter(str(error), param_hint=option) from None
+
+    return CallFilter(moment(since, "--since"), moment(until, "--until"), models,
+                      tuple(project_path(project) for project in projects))
 
 
 JUNIT_OPTION = click.option(

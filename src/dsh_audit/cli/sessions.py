@@ -11,7 +11,18 @@ import click
 
 from ..readers.home import HOME_ENV, require_root, session_root
 from . import EXIT_CLEAN
-from .options import COLOR_OPTION, format_option, sort_option, this_terminal, top_option
+from .options import (
+    COLOR_OPTION,
+    PROJECT_OPTION,
+    SINCE_OPTION,
+    TIMEZONE_OPTION,
+    UNTIL_OPTION,
+    chosen_filter,
+    format_option,
+    sort_option,
+    this_terminal,
+    top_option,
+)
 
 
 @click.command(epilog="""\b
@@ -27,18 +38,26 @@ the table), 2 the root cannot be read, 3 internal error, 130 interrupted.""")
 @format_option("table", "json")
 @sort_option("lost")
 @top_option("--limit")
+@SINCE_OPTION
+@UNTIL_OPTION
+@TIMEZONE_OPTION
+@PROJECT_OPTION
 @COLOR_OPTION
-def sessions(root: Path | None, fmt: str, sort: str | None, top: int | None, color: str | None) -> int:
+def sessions(root: Path | None, fmt: str, sort: str | None, top: int | None, since: str | None, until: str | None,
+             timezone: str | None, projects: tuple[str, ...], color: str | None) -> int:
     """List the sessions dsh keeps, those whose cache collapses cost most first (or as --sort ranks them): id,
-    last activity, generation, requests, hit ratio, cost, what collapses lost, size, cwd.
+    last activity, generation, requests, hit ratio, cost, what collapses lost, size, cwd. --since/--until pick
+    them by their last activity, --project by their cwd.
 
     Pass an id (or its start) to another command with --session."""
-    from ..sessions import list_sessions, priced, sessions_document
+    from ..sessions import in_filter, list_sessions, priced, sessions_document
     from ..sinks import print_json, show
 
     chosen = root if root is not None else session_root(os.environ)
     require_root(chosen, other=None if root is not None else "use --root")
-    scan = list_sessions(chosen, limit=top, tally=priced, sort=sort or "lost")
+    picked = chosen_filter(since, until, timezone, projects=projects)
+    scan = list_sessions(chosen, limit=top, tally=priced, sort=sort or "lost",
+                         kept=in_filter(picked) if picked else None)
     if fmt == "json":
         print_json(sessions_document(scan, chosen))
     else:

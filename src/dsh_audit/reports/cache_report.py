@@ -20,7 +20,7 @@ import json
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -149,6 +149,7 @@ class CacheReport:
     block_basis: str = ""
     unreadable: list[Unreadable] = field(default_factory=list)   # logs left out, each with why (read_each)
     skipped: list[Skipped] = field(default_factory=list)         # older generations left out, as dsh does
+    cwds: dict[str, str | None] = field(default_factory=dict)    # each log's header.cwd: its project (filters)
 
     def rows(self, kind: str) -> pl.DataFrame:
         if kind not in ROW_KINDS:
@@ -476,11 +477,12 @@ class _LogRead:
     block: int   # the cache block its rows are judged by
 
 
-def _log_summary(log: _LogRead, frame: pl.DataFrame) -> dict[str, Any]:
+def log_summary(label: str, generation: int, session_id: str, frame: pl.DataFrame) -> dict[str, Any]:
+    """The per-log row of one log's calls (`frame`)."""
     models = frame.filter(pl.col("kind") == "request")["model"].drop_nulls().unique(maintain_order=True)
     notes = dict.fromkeys(note for row in frame["note"].drop_nulls() for note in row.split("; "))
-    return {"log": log.label, "generation": log.generation, "sessionId": log.session_id,
-            "model": ", ".join(models.to_list()) or None, **summarize(frame, log.label),
+    return {"log": label, "generation": generation, "sessionId": session_id,
+            "model": ", ".join(models.to_list()) or None, **summarize(frame, label),
             "notes": "; ".join(notes) or None}
 
 
@@ -493,6 +495,7 @@ def build_cache_report(paths: Iterable[str | os.PathLike[str]], options: CacheOp
     by the given block, else by its own (`measure_block`), so alone or among others a log reads the same."""
     supplied = RealHeader(options.system, options.tools)
     frames = CacheFrames(options)
+    cwds: dict[str, str | None] = {}
 
     def frames_of(file: Path, found_in: Path | None) -> None:
         real = sidecar_header(file) if options.sidecars else supplied
@@ -501,9 +504,11 @@ def build_cache_report(paths: Iterable[str | os.PathLike[str]], options: CacheOp
             on_log(file)
         for source, frame in read:   # only once the whole file is read: a file that fails leaves nothing behind
             frames.add(source.label, source.generation.version, str(source.header.get("id")), frame)
+            cwd = source.header.get("cwd")
+            cwds[source.label] = cwd if isinstance(cwd, str) else None
 
     _, unreadable, skipped = read_each(paths, frames_of, all_generations=all_generations, superseded=superseded)
-    return frames.finish(unreadable, skipped)
+    return replace(frames.finish(unreadable, skipped), cwds=cwds)
 
 
 class CacheFrames:
@@ -531,7 +536,7 @@ class CacheFrames:
         requests = judge(unjudged, options.collapse_ratio)   # row by row: the logs judged at once
         summaries, offset = [], 0
         for log in read:
-            summaries.append(_log_summary(log, requests.slice(offset, log.rows)))
+            summaries.append(log_summary(log.label, log.generation, log.session_id, requests.slice(offset, log.rows)))
             offset += log.rows
         totals = {"logs": len(summaries), **summarize(requests), "cacheBlock": block, "cacheBlockBasis": basis}
         return CacheReport(requests, rows_frame(summaries, LOG_COLUMNS),

@@ -4,8 +4,9 @@ The table (reports/data/deepseek-prices.json, or a file of the same shape given 
 model's peak rates in USD per 1M tokens: cache-hit input, cache-miss input, output. Off-peak rates are the
 peak rates times `offPeakFactor`. Peak hours are given in one UTC offset, on some weekdays, except listed
 holidays (DeepSeek: Beijing time, Monday to Friday 09:00-12:00 and 14:00-18:00, not China's statutory holidays).
-A call is priced by the time of its event; a log without times (committed fixtures) is priced off-peak, and the
-report says so. Sources: docs/prices.md.
+A call is priced by the time of its event, at the prices of the period in force then (the table's newest
+period from its `from`, the `earlier` ones before it); a log without times (committed fixtures) is priced at
+the newest period off-peak, and the report says so. Sources: docs/prices.md.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from __future__ import annotations
 import json
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta, timezone
 from functools import cache
 from importlib import resources
+from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -77,14 +79,30 @@ class Priced:
 
 @dataclass(frozen=True, slots=True)
 class PriceTable:
+    """The prices of one period, from `since_ms` (None: from the start), and the `earlier` periods (oldest first)
+    that price a call logged before it."""
+
     models: dict[str, Prices]                 # peak rates
     aliases: dict[str, str]
     fallback: str
     off_peak_factor: float
     peak: PeakHours | None
     source: str
+    since_ms: int | None = None
+    earlier: tuple[PriceTable, ...] = ()
+
+    def period(self, time_ms: int | None) -> PriceTable:
+        """The period a call logged at `time_ms` falls in: the latest one begun by then (the oldest before any
+        began); a call without a time is priced at this, the newest one."""
+        if time_ms is None or time_ms <= 0 or self.since_ms is None or time_ms >= self.since_ms or not self.earlier:
+            return self
+        return next((older for older in reversed(self.earlier)
+                     if older.since_ms is None or time_ms >= older.since_ms), self.earlier[0])
 
     def price(self, model: str | None, time_ms: int | None) -> Priced:
+        period = self.period(time_ms)
+        if period is not self:
+            return period.price(model, time_ms)
         name = self.aliases.get(str(model), str(model))
         row = name if name in self.models else self.fallback
         if len(self.models) == 1 and self.peak is None:   # one flat rate for every model
@@ -139,37 +157,67 @@ def _table_schema() -> Draft202012Validator:
     return Draft202012Validator(json.loads(text))
 
 
-def _named_models(document: dict[str, Any]) -> None:
-    """The fallback and every alias must name a model the table prices."""
+def _named_models(document: dict[str, Any], pointer: str = "") -> None:
+    """The fallback and every alias must name a model the period prices."""
     models = document["models"]
     if document["fallback"] not in models:
-        raise ValueError(f"/fallback: {document['fallback']!r} is not one of the models")
+        raise ValueError(f"{pointer}/fallback: {document['fallback']!r} is not one of the models")
     for alias, name in document.get("aliases", {}).items():
         if name not in models:
-            raise ValueError(f"/aliases/{alias.replace('~', '~0').replace('/', '~1')}: {name!r} is not one of the "
-                             "models")
+            raise ValueError(f"{pointer}/aliases/{alias.replace('~', '~0').replace('/', '~1')}: {name!r} is not one "
+                             "of the models")
+
+
+def _since(text: str | None, pointer: str) -> int | None:
+    if text is None:
+        return None
+    try:
+        return int(datetime.fromisoformat(text).timestamp() * 1000)
+    except ValueError as error:
+        raise ValueError(f"{pointer}/from: {error}") from None
+
+
+def _period(document: dict[str, Any], pointer: str, per: int, origin: str) -> PriceTable:
+    """One period of a table: its models, aliases, fallback, off-peak factor, peak hours and start."""
+    _named_models(document, pointer)
+    models = {name: Prices(float(rates["cacheHit"]), float(rates["cacheMiss"]), float(rates["output"]), per)
+              for name, rates in document["models"].items()}
+    peak = document.get("peak")
+    hours = None if peak is None else PeakHours(
+        _offset(peak["utcOffset"]), frozenset(peak["weekdays"]),
+        tuple((_clock(start), _clock(end)) for start, end in peak["hours"]),
+        tuple(_days(spec, f"{pointer}/peak/holidays/{index}") for index, spec in enumerate(peak.get("holidays", []))))
+    return PriceTable(models, dict(document.get("aliases", {})), document["fallback"],
+                      float(document.get("offPeakFactor", 1.0)), hours, str(document.get("source", origin)),
+                      _since(document.get("from"), pointer))
+
+
+def _in_order(periods: list[PriceTable]) -> None:
+    """Periods oldest first, each begun after the one before; only the oldest may have no start."""
+    for index, (before, after) in enumerate(pairwise(periods)):
+        where = f"/earlier/{index + 1}" if index + 1 < len(periods) - 1 else ""
+        if after.since_ms is None:
+            raise ValueError(f"{where}/from: only the oldest period may have no start")
+        if before.since_ms is not None and after.since_ms <= before.since_ms:
+            raise ValueError(f"{where}/from: a period must begin after the one before it")
 
 
 def parse_table(document: Any, origin: str) -> PriceTable:
     """A price table from its JSON document, checked against data/prices.schema.json; a malformed one is a
-    one-line DshAuditError naming `origin` and the field (a JSON pointer)."""
+    one-line DshAuditError naming `origin` and the field (a JSON pointer). The document is the newest period;
+    `earlier` the periods before it, oldest first."""
     problems = validate_document(_table_schema(), document)
     try:
         if problems:
             raise ValueError(str(problems[0]))
-        _named_models(document)
         per = int(document.get("perTokens", 1_000_000))
-        models = {name: Prices(float(rates["cacheHit"]), float(rates["cacheMiss"]), float(rates["output"]), per)
-                  for name, rates in document["models"].items()}
-        peak = document.get("peak")
-        hours = None if peak is None else PeakHours(
-            _offset(peak["utcOffset"]), frozenset(peak["weekdays"]),
-            tuple((_clock(start), _clock(end)) for start, end in peak["hours"]),
-            tuple(_days(spec, f"/peak/holidays/{index}") for index, spec in enumerate(peak.get("holidays", []))))
+        earlier = [_period(period, f"/earlier/{index}", per, origin)
+                   for index, period in enumerate(document.get("earlier", []))]
+        newest = _period(document, "", per, origin)
+        _in_order([*earlier, newest])
     except ValueError as error:
         raise DshAuditError(f"not a price table: {error}", path=origin) from None
-    return PriceTable(models, dict(document.get("aliases", {})), document["fallback"],
-                      float(document.get("offPeakFactor", 1.0)), hours, str(document.get("source", origin)))
+    return replace(newest, earlier=tuple(earlier))
 
 
 @cache
