@@ -10,7 +10,7 @@ from . import EXIT_CLEAN
 
 @click.command(epilog="""\b
 Examples:
-  audit schema                              every output, its tag and version, and the schema's NAME
+  audit schema                              every schema's NAME, and the tag/version of its output
   audit schema verify > verify.schema.json  the schema of `audit verify --format json`
   audit schema cache-report-requests        a row of cache-report's requests (JSON, JSON Lines, CSV, Parquet)
 Exit codes: 0 printed, 2 no schema of that NAME.""")
@@ -27,7 +27,6 @@ def schema(name: str | None) -> int:
         click.echo(schema_text(name), nl=False)
         return EXIT_CLEAN
     for each in names():
-        document = load(each)
-        tag, version = tagged(document)
-        click.echo(f"{each:<24} {f'{tag}/{version}':<36} {document['title']}")
+        tag, version = tagged(load(each))
+        click.echo(f"{each:<22} {tag}/{version}")
     return EXIT_CLEAN
