@@ -12,6 +12,7 @@ import sys
 from importlib import resources
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -162,6 +163,33 @@ def test_bad_usage_exits_2() -> None:
     assert run("rebuild", "--step", "x", str(SAMPLE))[0] == 2
     assert run("verify")[0] == 2
 
+
+# Each command with a json format, and a log (or directory) it reads.
+JSON_COMMANDS = (("verify", str(SAMPLE)), ("rebuild", str(SAMPLE)), ("cache-report", str(SAMPLE)),
+                 ("header-diff", str(SAMPLE)), ("explain", str(SAMPLE), "1.2#1"),
+                 ("sessions", "--root", str(SAMPLE.parents[1])))
+
+
+def test_json_is_short_for_format_json_on_every_command_that_has_it() -> None:
+    context = click.Context(main)
+    commands = {name: main.get_command(context, name) for name in main.list_commands(context)}
+    formats = {name: param for name, command in commands.items() if command for param in command.params
+               if param.name == "fmt"}
+    with_json = {name for name, param in formats.items() if "json" in getattr(param.type, "choices", ())}
+    flagged = {name for name, command in commands.items() if command
+               and any(param.name == "as_json" for param in command.params)}
+    assert with_json == flagged == {command for command, *_ in JSON_COMMANDS}
+    for command, *args in JSON_COMMANDS:
+        assert run(command, "--json", *args) == run(command, "--format", "json", *args), command
+        assert json.loads(run(command, "--json", "--format", "json", *args)[1])["schema"].startswith("dsh-audit/")
+
+
+@pytest.mark.parametrize("other", ["table", "csv", "jsonl", "digest"])
+def test_json_with_another_format_is_a_usage_error_with_nothing_on_stdout(other: str) -> None:
+    for command, *args in JSON_COMMANDS:
+        code, out, err = run(command, "--json", "--format", other, *args)
+        assert (code, out) == (2, ""), (command, other)
+        assert f"--json is --format json: it cannot go with --format {other}" in err or "Invalid value" in err
 
 def test_directory_of_logs_and_inputs_left_untouched(tmp_path: Path) -> None:
     root = tmp_path / "logs"

@@ -72,7 +72,7 @@ def test_a_full_temporary_folder_is_one_line_and_exit_2(many_steps: Path) -> Non
 def test_the_json_document_is_what_one_json_dumps_of_it_writes() -> None:
     """The streamed document against the whole document built in memory and dumped at once, on the corpus."""
     reports = list(verify_paths([LOGS_ROOT], jobs=1))
-    whole = {"logs": [{
+    whole = {"schema": "dsh-audit/verify", "version": 1, "logs": [{
         "log": r.label, "generation": r.generation, "ok": not r.failed(),
         "failedBy": failing_rule(r.findings, r.unlisted, False) or None, "skipped": r.skipped,
         "supersededBy": r.superseded_by, "ignored": r.ignored, "events": r.events, "readError": r.read_error,

@@ -8,6 +8,7 @@ asked for here."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -112,6 +113,8 @@ def test_the_installed_wheel_runs_every_command_outside_the_checkout(installed: 
     assert page.read_text(encoding="utf-8").lstrip().lower().startswith("<!doctype html")
     cache = _run([audit, "cache-report", "--format", "csv", str(SAMPLE)], cwd=tmp_path, env=env).stdout
     assert cache.splitlines()[0].startswith("log,") and len(cache.splitlines()) > 1
+    shipped_schema = json.loads(_run([audit, "schema", "verify"], cwd=tmp_path, env=env).stdout)   # package data
+    assert shipped_schema["$id"].endswith("dsh-audit/verify/1")
     for command in (["header-diff", str(SAMPLE)], ["explain", str(SAMPLE / "session.jsonl"), "1.2#1"],
                     ["golden", "--help"], ["sessions", "--root", str(SAMPLE.parent)]):
         _run([audit, *command], cwd=tmp_path, env=env)

@@ -410,5 +410,5 @@ def _token_offset(cached: dict[str, Any], after: dict[str, Any]) -> int | None:
 
 
 def explanation_document(label: str, explanation: Explanation) -> dict[str, Any]:
-    """`audit explain --format json`: the log, then every field of the explanation."""
-    return {"log": label, **asdict(explanation)}
+    """`audit explain --format json`: its tag, the log, then every field of the explanation."""
+    return {"schema": "dsh-audit/explain", "version": 1, "log": label, **asdict(explanation)}

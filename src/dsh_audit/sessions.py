@@ -125,6 +125,7 @@ def session_json(info: SessionInfo) -> dict[str, Any]:
 
 
 def sessions_document(scan: SessionScan, root: Path) -> dict[str, Any]:
-    """`audit sessions --format json`: the root, each session, and each folder that could not be listed."""
-    return {"root": str(root), "sessions": [session_json(info) for info in scan.sessions],
+    """`audit sessions --format json`: its tag, the root, each session, and each folder that could not be listed."""
+    return {"schema": "dsh-audit/sessions", "version": 1, "root": str(root),
+            "sessions": [session_json(info) for info in scan.sessions],
             "unlisted": [{"path": folder.label, "error": folder.reason} for folder in scan.unlisted]}

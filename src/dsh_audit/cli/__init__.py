@@ -154,6 +154,8 @@ class _LazyGroup(click.Group):
                    "DIR/dsh-audit.golden.json."),
         "rebuild": ("rebuild:rebuild", "Print the exact request(s) the model saw, rebuilt from LOG (or the "
                     "--session picked)."),
+        "schema": ("schema:schema", "Print the JSON Schema (draft 2020-12) of one machine output, or with no "
+                   "NAME list them all."),
         "sessions": ("sessions:sessions", "List the sessions dsh keeps, those whose cache collapses cost most "
                      "first (or as --sort ranks them): id, last activity, generation, requests, hit ratio, cost, "
                      "what collapses lost, size, cwd."),

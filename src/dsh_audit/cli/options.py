@@ -3,11 +3,13 @@ reads (`chosen_paths`, `chosen_log`, `parse_step`) and says on stderr beside its
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
+from click.core import ParameterSource
 
 from ..errors import DshAuditError
 from ..reports.views import COLOR_CHOICES, Terminal, terminal
@@ -138,9 +140,26 @@ JUNIT_OPTION = click.option(
 
 def format_option(*names: str, default: str | None = "table", more: str = "") -> Callable[[F], F]:
     """--format, taking the formats `names` of dsh_audit.sinks' vocabulary; its help lists them from there,
-    then says `more` (what they hold for this command)."""
-    return click.option("--format", "fmt", type=click.Choice(names), default=default, show_default=default is not None,
-                        help=f"{described(names)}.{' ' + more if more else ''}")
+    then says `more` (what they hold for this command). Where json is one of them, --json too."""
+    fmt = click.option("--format", "fmt", type=click.Choice(names), default=default, show_default=default is not None,
+                       help=f"{described(names)}.{' ' + more if more else ''}")
+    return fmt if "json" not in names else lambda command: fmt(_json_flag(command))
+
+
+def _json_flag(command: F) -> F:
+    """`command` with --json, short for --format json: the command sees fmt="json". With another --format given
+    it is a usage error (exit 2), not a silent pick of one of the two."""
+
+    @functools.wraps(command)
+    def with_json(*args: Any, as_json: bool, **kwargs: Any) -> Any:
+        if as_json:
+            source = click.get_current_context().get_parameter_source("fmt")
+            if source is not None and source is not ParameterSource.DEFAULT and kwargs["fmt"] != "json":
+                raise click.UsageError(f"--json is --format json: it cannot go with --format {kwargs['fmt']}")
+            kwargs["fmt"] = "json"
+        return command(*args, **kwargs)
+
+    return click.option("--json", "as_json", is_flag=True, help="Short for --format json.")(cast(F, with_json))
 
 
 def prefix_option(more: str = "") -> Callable[[F], F]:

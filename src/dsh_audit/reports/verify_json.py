@@ -1,5 +1,6 @@
-"""verify's JSON document, {"logs": [...], "summary": {...}}, written a log at a time and each log's requests
-one at a time from its spool: memory holds one request's digest, not a log's, let alone every log's."""
+"""verify's JSON document, {"schema", "version", "logs": [...], "summary": {...}}, written a log at a time and
+each log's requests one at a time from its spool: memory holds one request's digest, not a log's, let alone
+every log's."""
 
 from __future__ import annotations
 
@@ -14,12 +15,13 @@ from ..verify import LogReport, summary
 
 _NO_REQUESTS = '[]\n    }'   # how an empty "requests" array ends a log's object in write_document's layout
 _WRITE_BYTES = 65536
+SCHEMA, SCHEMA_VERSION = "dsh-audit/verify", 1   # the document's tag: dsh_audit/output_schemas/verify.schema.json
 
 
 def write_document(found: Iterable[LogReport], kept: list[LogReport], strict: bool, out: IO[str]) -> None:
     """The document for the reports `found`, each appended to `kept` once written, its requests dropped (the
     summary and the exit code need only counts and findings)."""
-    out.write('{\n  "logs": [\n')
+    out.write(f'{{\n  "schema": "{SCHEMA}",\n  "version": {SCHEMA_VERSION},\n  "logs": [\n')
     for index, report in enumerate(found):
         text = json.dumps(report_json(report, strict), indent=2, ensure_ascii=False).replace("\n", "\n    ")
         head = text.removesuffix(_NO_REQUESTS)   # "requests" is the last key: its items follow one by one
