@@ -24,6 +24,7 @@ from dsh_audit.cli.cache_report import cache_report
 from dsh_audit.output_schemas import BASE_ID, names, schema, schema_id, tagged
 from dsh_audit.reports import cache_report as cache_module
 from dsh_audit.reports import header_diff, verify_json
+from dsh_audit.reports.rollup import ROLLUP_VERSION, ROLLUPS
 from homebuilder import build_messy_home
 from test_cache_report import write_jsonl
 from test_explain_agreement import CASES
@@ -149,16 +150,18 @@ def test_rebuild_json_and_jsonl_keep_to_their_schema(root: str, roots: dict[str,
 @pytest.mark.parametrize("fmt", FRAME_FORMATS)
 def test_cache_report_and_header_diff_rows_keep_to_their_schema(root: str, fmt: str, roots: dict[str, Path],
                                                                  tmp_path: Path) -> None:
-    """Each row kind of cache-report (the --rows choices: a new kind needs only its schema file) and header-diff,
+    """Each row kind of cache-report (the --rows choices: a new kind needs only its schema file), its --by rollups
+    and header-diff,
     in every machine format; CSV's header is the row's properties in order, Parquet's metadata the tag."""
     if root not in roots:
         pytest.skip(f"{ROOTS[root]} is not here")
-    runs = [("cache-report", "--rows", kind) for kind in ROW_KINDS.choices] + [("header-diff",)]
-    for run in runs:
+    runs = [(("cache-report", "--rows", kind), f"dsh-audit/cache-report/{kind}", cache_module.SCHEMA_VERSION)
+            for kind in ROW_KINDS.choices]
+    runs += [(("cache-report", "--by", by), "dsh-audit/cache-report/rollup", ROLLUP_VERSION) for by in ROLLUPS]
+    runs += [(("header-diff",), "dsh-audit/header-diff", header_diff.SCHEMA_VERSION)]
+    for run, tag, version in runs:
         out = tmp_path / f"rows.{fmt}"
         audit(*run, "--format", fmt, "--out", str(out), str(roots[root]))
-        tag = "dsh-audit/header-diff" if run[0] == "header-diff" else f"dsh-audit/cache-report/{run[2]}"
-        version = header_diff.SCHEMA_VERSION if run[0] == "header-diff" else cache_module.SCHEMA_VERSION
         rows = row_validator(tag, version)
         if fmt == "json":
             document = json.loads(out.read_bytes())
