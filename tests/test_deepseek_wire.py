@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from conftest_reference import LOGS_ROOT
 from dsh_audit.deepseek_wire import (
     ASSISTANT,
     TOOLS_CLOSING,
@@ -24,7 +25,7 @@ from dsh_audit.deepseek_wire import (
 )
 from dsh_audit.errors import DshAuditError, LogRejected
 
-LOGS = Path("/work/shared/dsh-logs")
+LOGS = LOGS_ROOT
 HARNESS = Path(__file__).parent / "reference-deepseek"
 SHA = "sha256:" + "0123456789abcdef" * 4
 

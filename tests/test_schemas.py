@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
+from conftest_reference import LOGS_ROOT
 from dsh_audit.generations import generations
 from dsh_audit.vocabulary import (
     SchemaViolation,
@@ -24,7 +25,7 @@ from dsh_audit.vocabulary import (
 )
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
-CORPUS = Path("/work/shared/dsh-logs")
+CORPUS = LOGS_ROOT
 SAMPLES = Path(__file__).resolve().parent / "fixtures" / "generations"
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 BASE_ID = "https://schemas.dsh-audit.invalid/"

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
+from ..errors import DshAuditError
 from ..fold import RebuiltRequest
 from ..readers import open_logs
 from ..records import LogSource, RequestDigest
@@ -19,31 +20,47 @@ Step = tuple[int, int, int | None]      # turn, step and attempt (None: every at
 
 def write_requests(log: Path, wanted: Step | None, fmt: str, message_prefix: str, out: BinaryIO) -> int:
     """Write the requests of `log` (those of `wanted` only, when given) to `out` in `fmt`; how many were written.
-    JSON is one document per log, {"schema", "version", "log", "generation", "requests": [...]}."""
+    JSON is one document per log, {"schema", "version", "log", "generation", "requests": [...]}; a log whose
+    rebuild stops (a log dsh would refuse, a torn line) still ends its document, with "stopped": why, before the
+    error is raised."""
     written = 0
     for source in open_logs(log):
-        if fmt == "json":
-            head = {"schema": "dsh-audit/rebuild", "version": 1, "log": source.label,
-                    "generation": source.generation.version}
-            out.write(printable(json.dumps(head, ensure_ascii=False))[:-1].encode() + b', "requests": [')
-        for request in _rebuilt(source, message_prefix, fmt):
-            if wanted is not None and ((request.turn, request.step) != wanted[:2]
-                                       or wanted[2] not in (None, request.attempt)):
-                continue
-            name = f"{request.turn}.{request.step}#{request.attempt}"
-            if fmt == "digest":
-                out.write(f"{name}\tseq={request.dispatch_seq}\t{request.sha256}\n".encode())
-            elif not isinstance(request, RebuiltRequest):   # the fast path answers digests only
-                raise AssertionError("a fast-path request has no body")
-            elif fmt == "jsonl":
-                out.write((request.body or b"null") + b"\n")
-            else:
-                text = printable(json.dumps(annotated(request, name), indent=2, ensure_ascii=False))
-                out.write((",\n  " if written else "\n  ").encode() + text.replace("\n", "\n  ").encode())
-            written += 1
+        if fmt != "json":
+            written += _write_log(source, wanted, fmt, message_prefix, out, first=not written)
+            continue
+        head = {"schema": "dsh-audit/rebuild", "version": 1, "log": source.label,
+                "generation": source.generation.version}
+        out.write(printable(json.dumps(head, ensure_ascii=False))[:-1].encode() + b', "requests": [')
+        try:
+            written += _write_log(source, wanted, fmt, message_prefix, out, first=True)
+        except DshAuditError as error:
+            out.write(f'\n], "stopped": {printable(json.dumps(str(error), ensure_ascii=False))}}}\n'.encode())
             out.flush()
-        if fmt == "json":
-            out.write(b"\n]}\n")
+            raise
+        out.write(b"\n]}\n")
+    return written
+
+
+def _write_log(source: LogSource, wanted: Step | None, fmt: str, message_prefix: str, out: BinaryIO, *,
+               first: bool) -> int:
+    """The requests of one log (`wanted` only), written as they are rebuilt; how many."""
+    written = 0
+    for request in _rebuilt(source, message_prefix, fmt):
+        if wanted is not None and ((request.turn, request.step) != wanted[:2]
+                                   or wanted[2] not in (None, request.attempt)):
+            continue
+        name = f"{request.turn}.{request.step}#{request.attempt}"
+        if fmt == "digest":
+            out.write(f"{name}\tseq={request.dispatch_seq}\t{request.sha256}\n".encode())
+        elif not isinstance(request, RebuiltRequest):   # the fast path answers digests only
+            raise AssertionError("a fast-path request has no body")
+        elif fmt == "jsonl":
+            out.write((request.body or b"null") + b"\n")
+        else:
+            text = printable(json.dumps(annotated(request, name), indent=2, ensure_ascii=False))
+            out.write(("\n  " if first and not written else ",\n  ").encode() + text.replace("\n", "\n  ").encode())
+        written += 1
+        out.flush()
     return written
 
 
