@@ -118,14 +118,14 @@ def chosen_filter(since: str | None, until: str | None, timezone: str | None, mo
 
     try:
         where = zone(timezone)
-    except DshAuditError as error:
-        raise click.BadParameter(str(error).removeprefix("--timezone: "), param_hint="--timezone") from None
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--timezone") from None
     now = datetime.now(UTC)
 
     def moment(text: str | None, option: str) -> int | None:
         try:
             return None if text is None else moment_ms(text, zone=where, now=now, end=option == "--until")
-        except DshAuditError as error:
+        except ValueError as error:
             raise click.BadParameter(str(error), param_hint=option) from None
 
     return CallFilter(moment(since, "--since"), moment(until, "--until"), models,

@@ -13,7 +13,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import polars as pl
 
-from ..errors import DshAuditError
 from .cache_report import LOG_COLUMNS, TOTAL_COLUMNS, CacheReport, log_summary, summarize
 from .render import rows_frame
 
@@ -22,26 +21,26 @@ _UNITS = {"h": "hours", "d": "days", "w": "weeks"}
 
 
 def zone(name: str | None) -> tzinfo:
-    """--timezone: an IANA name (Europe/Paris), else UTC."""
+    """--timezone: an IANA name (Europe/Paris), else UTC; ValueError for a name that is none."""
     if name is None or name.upper() == "UTC":
         return ZoneInfo("UTC")
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
-        raise DshAuditError(f"--timezone: {name!r} is not a time zone name (such as UTC or Europe/Paris)") from None
+        raise ValueError(f"{name!r} is not a time zone name (such as UTC or Europe/Paris)") from None
 
 
 def moment_ms(text: str, *, zone: tzinfo, now: datetime, end: bool = False) -> int:
     """--since/--until as epoch milliseconds: `7d`, `24h`, `2w` before `now`; an ISO date (its first moment, or
     with `end` its last: --until 2026-12-01 counts that whole day); an ISO date and time, in `zone` unless it
-    names its own offset."""
+    names its own offset. ValueError for a text that is none of these."""
     relative = _RELATIVE.fullmatch(text)
     if relative:
         return int((now - timedelta(**{_UNITS[relative[2]]: int(relative[1])})).timestamp() * 1000)
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
-        raise DshAuditError(f"{text!r} is neither a date (2026-12-01), a date and time (2026-12-01T09:30) nor a "
+        raise ValueError(f"{text!r} is neither a date (2026-12-01), a date and time (2026-12-01T09:30) nor a "
                             "span back from now (7d, 24h, 2w)") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=zone)
