@@ -22,6 +22,18 @@ def _annotations(code: CodeType) -> dict[str, object]:
     return dict(namespace["Row"].__annotations__)  # type: ignore[attr-defined]
 
 
+def plant(entry: Path, planted: str) -> None:
+    """`entry` replaced by what was planted in its place: a link to /dev/zero (a read that never ends), a FIFO (a
+    read that blocks) or a folder."""
+    entry.unlink()
+    if planted == "link-to-dev-zero":
+        entry.symlink_to("/dev/zero")
+    elif planted == "fifo":
+        os.mkfifo(entry)
+    else:
+        entry.mkdir()
+
+
 def test_a_compiled_source_is_kept_and_read_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(codecache.CACHE_DIR, str(tmp_path))
     first = codecache.compiled(SOURCE, "<row>")
@@ -85,13 +97,7 @@ def test_a_planted_entry_is_never_followed_or_read(planted: str, tmp_path: Path,
     monkeypatch.setenv(codecache.CACHE_DIR, str(tmp_path))
     codecache.compiled(SOURCE, "<row>")
     (entry,) = tmp_path.glob("*.code")
-    entry.unlink()
-    if planted == "link-to-dev-zero":
-        entry.symlink_to("/dev/zero")
-    elif planted == "fifo":
-        os.mkfifo(entry)
-    else:
-        entry.mkdir()
+    plant(entry, planted)
     assert _annotations(codecache.compiled(SOURCE, "<row>")) == {"seq": int}
 
 
@@ -165,13 +171,7 @@ def test_a_planted_plan_is_never_followed_or_read(planted: str, tmp_path: Path,
     generator = _generator(tmp_path)
     codecache.generated("types v0", "schemas-1", generator, lambda: PLAN)
     (entry,) = cache.glob("*.plan")
-    entry.unlink()
-    if planted == "link-to-dev-zero":
-        entry.symlink_to("/dev/zero")
-    elif planted == "fifo":
-        os.mkfifo(entry)
-    else:
-        entry.mkdir()
+    plant(entry, planted)
     assert codecache.generated("types v0", "schemas-1", generator, lambda: "generated") == "generated"
 
 

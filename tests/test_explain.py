@@ -97,9 +97,10 @@ def test_a_resume_boundary_is_named_though_the_prefix_held() -> None:
     assert result.causes[0].seq == end_seed
 
 
-def test_an_unlogged_edit_of_a_message_is_unlogged_at_that_message() -> None:
-    log = steady_log()
-    answer = next(e for e in log.events if e["type"] == "assistant/message")    # turn 1's answer
+def edit_first_answer_unlogged(log: LogBuilder) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Turn 1's answer edited after the model generated it: its block-end chunk says what the model wrote, and no
+    event says it changed. The answer's event (edited) and the block the model generated."""
+    answer = next(e for e in log.events if e["type"] == "assistant/message")
     block = {"type": "text", "text": answer["data"]["message"]["content"][0]["text"]}
     finish = next(i for i, e in enumerate(log.events) if e["type"] == "assistant/chunk"
                   and e["data"]["chunk"]["type"] == "finish")
@@ -108,6 +109,12 @@ def test_an_unlogged_edit_of_a_message_is_unlogged_at_that_message() -> None:
     for seq, event in enumerate(log.events):
         event["seq"] = seq
     answer["data"]["message"]["content"][0]["text"] = "an answer edited after the model wrote it"
+    return answer, block
+
+
+def test_an_unlogged_edit_of_a_message_is_unlogged_at_that_message() -> None:
+    log = steady_log()
+    answer, block = edit_first_answer_unlogged(log)
     result = explained(log, 2)
     assert (result.verdict, result.divergence.message_index, result.divergence.generated) == ("unlogged", 1, True)
     generated = on_wire({**answer["data"]["message"], "content": [block]})

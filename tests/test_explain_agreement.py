@@ -23,6 +23,7 @@ from dsh_audit.reports.cache_report import build_cache_report
 from dsh_audit.reports.verdict import unexplained, verdict
 from logbuilder import LogBuilder
 from test_cache_report import TOOL_A, TOOL_B, steady_log, turn, write_jsonl
+from test_explain import edit_first_answer_unlogged
 
 GENERATOR = Path(__file__).resolve().parents[1] / "benchmarks" / "generate_log.py"
 
@@ -32,15 +33,7 @@ def edited_answer(reads: int) -> LogBuilder:
     so; turn 2 reads `reads`."""
     log = LogBuilder()
     turn(log, 1, "hello " * 100, 0, reason="initial", tools=[TOOL_A])
-    answer = next(e for e in log.events if e["type"] == "assistant/message")
-    block = {"type": "text", "text": answer["data"]["message"]["content"][0]["text"]}
-    finish = next(i for i, e in enumerate(log.events) if e["type"] == "assistant/chunk"
-                  and e["data"]["chunk"]["type"] == "finish")
-    log.events.insert(finish, {"type": "assistant/chunk", "seq": 0, "time": 0, "data": {
-        "turn": 1, "step": 1, "chunk": {"type": "block-end", "index": 0, "block": block}}})
-    for seq, event in enumerate(log.events):
-        event["seq"] = seq
-    answer["data"]["message"]["content"][0]["text"] = "an answer edited after the model wrote it"
+    edit_first_answer_unlogged(log)
     turn(log, 2, "again " * 100, reads)
     return log
 
