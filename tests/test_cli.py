@@ -80,7 +80,9 @@ def test_version_names_the_generations_read_and_the_price_table_s_date() -> None
     assert code == 0 and first.startswith("audit, version ")
     assert generations.startswith(f"log generations read: {', '.join(g.label for g in all_generations())} (")
     bundled = json.loads(resources.files("dsh_audit.reports").joinpath("data", "deepseek-prices.json").read_text())
-    assert f"as of {bundled['asOf']} " in prices and bundled["asOf"] in bundled["source"]
+    assert f"as of {bundled['asOf']}, " in prices and bundled["asOf"] in bundled["source"]
+    periods = 1 + len(bundled.get("earlier", []))
+    assert f"{periods} dated periods, the latest from {bundled['from'][:10]}" in prices
 
 
 _DIRECTORY = str(SAMPLE.parents[1])

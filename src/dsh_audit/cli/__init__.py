@@ -222,17 +222,20 @@ def main(max_line_bytes: str | None, max_decompressed_bytes: str | None, color: 
 
 
 def _print_version(ctx: click.Context) -> None:
-    """The version, the generations read and the bundled price table's date, each read as plain JSON: --version
-    loads no schema validator (tests/test_startup.py)."""
+    """The version, the generations read and the bundled price table's date and periods, each read as plain JSON:
+    --version loads no schema validator (tests/test_startup.py)."""
     from importlib import metadata, resources
 
     package = resources.files("dsh_audit")
     generations = json.loads(package.joinpath("schemas", "generations.json").read_text(encoding="utf-8"))
     prices = json.loads(package.joinpath("reports", "data", "deepseek-prices.json").read_text(encoding="utf-8"))
     versions = ", ".join(f"v{g['version']}" for g in generations["generations"])
+    latest = str(prices.get("from", ""))[:10]
+    periods = (f"{len(prices.get('earlier', [])) + 1} dated periods, the latest from {latest}, each call priced by "
+               "the period of its time") if latest else "one period"
     click.echo(f"audit, version {metadata.version('dsh-audit')}\n"
                f"log generations read: {versions} (schemas/generations.json; docs/generations.md)\n"
-               f"price table: DeepSeek's as of {prices['asOf']} (docs/prices.md; --prices FILE overrides)")
+               f"price table: DeepSeek's as of {prices['asOf']}, {periods} (docs/prices.md; --prices FILE overrides)")
     ctx.exit()
 
 
