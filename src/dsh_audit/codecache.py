@@ -49,15 +49,8 @@ def compiled(source: str, filename: str) -> CodeType:
     if folder is None:
         return _compile(source, filename)
     key = hashlib.sha256(f"{sys.version}\0{filename}\0{source}".encode()).hexdigest()
-    path = folder / f"{key}.code"
-    try:
-        code = marshal.loads(_entry(path))
-        if isinstance(code, CodeType):
-            return code
-    except (OSError, ValueError, EOFError, TypeError):   # absent, a link, unreadable or torn: compiled again
-        pass
-    code = _compile(source, filename)
-    _keep(folder, path, marshal.dumps(code))
+    code: CodeType = _kept(folder / f"{key}.code", lambda found: isinstance(found, CodeType),
+                           lambda: _compile(source, filename))
     return code
 
 
@@ -75,18 +68,25 @@ def generated(kind: str, inputs: str, generator: Iterable[str], generate: Callab
                 key.update(b"\0" + hashlib.sha256(handle.read()).digest())
     except OSError:   # a generator that cannot be read cannot be told unchanged
         return generate()
-    path = folder / f"{key.hexdigest()}.plan"
-    try:
-        found: Any = marshal.loads(_entry(path))
-        if type(found) is tuple and len(found) == 2 and found[0] == kind:
-            value: T = found[1]
-            return value
-    except (OSError, ValueError, EOFError, TypeError):   # absent, a link, unreadable or torn: generated again
-        pass
-    value = generate()
-    entry: Any = (kind, value)   # plain data, as generate promises
-    _keep(folder, path, marshal.dumps(entry))
+    entry = _kept(folder / f"{key.hexdigest()}.plan",
+                  lambda found: type(found) is tuple and len(found) == 2 and found[0] == kind,
+                  lambda: (kind, generate()))   # plain data, as generate promises
+    value: T = entry[1]
     return value
+
+
+def _kept(path: Path, usable: Callable[[Any], bool], make: Callable[[], Any]) -> Any:
+    """The entry at `path` when it holds something `usable`, else `make()`, kept there for the next run. An entry
+    that is absent, a link, unreadable, torn or foreign is made again."""
+    try:
+        found = marshal.loads(_entry(path))
+        if usable(found):
+            return found
+    except (OSError, ValueError, EOFError, TypeError):
+        pass
+    made = make()
+    _keep(path.parent, path, marshal.dumps(made))
+    return made
 
 
 def _entry(path: Path) -> bytes:
