@@ -26,13 +26,13 @@ def write_requests(log: Path, wanted: Step | None, fmt: str, message_prefix: str
     written = 0
     for source in open_logs(log):
         if fmt != "json":
-            written += _write_log(source, wanted, fmt, message_prefix, out, first=not written)
+            written += _write_log(source, wanted, fmt, message_prefix, out)
             continue
         head = {"schema": "dsh-audit/rebuild", "version": 1, "log": source.label,
                 "generation": source.generation.version}
         out.write(printable(json.dumps(head, ensure_ascii=False))[:-1].encode() + b', "requests": [')
         try:
-            written += _write_log(source, wanted, fmt, message_prefix, out, first=True)
+            written += _write_log(source, wanted, fmt, message_prefix, out)
         except DshAuditError as error:
             out.write(f'\n], "stopped": {printable(json.dumps(str(error), ensure_ascii=False))}}}\n'.encode())
             out.flush()
@@ -41,9 +41,9 @@ def write_requests(log: Path, wanted: Step | None, fmt: str, message_prefix: str
     return written
 
 
-def _write_log(source: LogSource, wanted: Step | None, fmt: str, message_prefix: str, out: BinaryIO, *,
-               first: bool) -> int:
-    """The requests of one log (`wanted` only), written as they are rebuilt; how many."""
+def _write_log(source: LogSource, wanted: Step | None, fmt: str, message_prefix: str, out: BinaryIO) -> int:
+    """The requests of one log (`wanted` only), written as they are rebuilt (in JSON, the items of its own
+    document's array); how many."""
     written = 0
     for request in _rebuilt(source, message_prefix, fmt):
         if wanted is not None and ((request.turn, request.step) != wanted[:2]
@@ -58,7 +58,7 @@ def _write_log(source: LogSource, wanted: Step | None, fmt: str, message_prefix:
             out.write((request.body or b"null") + b"\n")
         else:
             text = printable(json.dumps(annotated(request, name), indent=2, ensure_ascii=False))
-            out.write(("\n  " if first and not written else ",\n  ").encode() + text.replace("\n", "\n  ").encode())
+            out.write((",\n  " if written else "\n  ").encode() + text.replace("\n", "\n  ").encode())
         written += 1
         out.flush()
     return written
