@@ -40,9 +40,6 @@ from .vocabulary import vocabulary
 if TYPE_CHECKING:
     from .walker import Walked
 
-LOG_ONLY_BEFORE_DISPATCH = ("request/header", "request/context")
-
-
 def _turn_step(data: Any) -> tuple[Any, Any]:
     return (data.get("turn"), data.get("step")) if isinstance(data, dict) else (None, None)
 
