@@ -70,6 +70,20 @@ def test_a_full_temporary_folder_is_one_line_and_exit_2(many_steps: Path) -> Non
         assert line.startswith("audit: ") and "request digests for --format json): File too large" in line
 
 
+def test_rebuild_digests_past_a_full_temporary_folder_are_one_line_and_exit_2(many_steps: Path) -> None:
+    """rebuild --format digest's lines wait for the fast path's verdict, past 4 MiB in a temporary file: a
+    folder that cannot take them is named, and nothing is printed before the error."""
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (MiB, MiB))
+
+    done = subprocess.run([sys.executable, "-m", "dsh_audit", "rebuild", "--format", "digest", str(many_steps)],
+                          capture_output=True, text=True, preexec_fn=small_files, cwd=REPO, check=False,
+                          env={"PATH": "/usr/bin:/bin"})
+    assert done.returncode == 2 and "Traceback" not in done.stderr and done.stdout == "", done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith("audit: ") and line.endswith("(rebuild's request digests): File too large"), line
+
+
 def test_the_json_document_is_what_one_json_dumps_of_it_writes() -> None:
     """The streamed document against the whole document built in memory and dumped at once, on the corpus."""
     reports = list(verify_paths([LOGS_ROOT], jobs=1))
