@@ -32,7 +32,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest_reference import LOGS_ROOT, session_log_paths
-from dsh_audit import fastpath
+from dsh_audit import digest_spool, fastpath
 from dsh_audit.cli import main
 from dsh_audit.errors import DshAuditError
 from dsh_audit.fastpath import Decided, decide
@@ -260,6 +260,21 @@ def test_rebuild_digests_are_the_folds(generated: dict[str, Path]) -> None:
         assert (fast.exit_code, fast.output) == (full.exit_code, full.output), path
         taken += isinstance(verdict(path), Decided)
     assert taken >= len(generated) + 1, taken   # the generator logs and a sample log at least
+
+
+def test_rebuild_digests_kept_on_disk_and_of_one_step_are_the_folds(generated: dict[str, Path],
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fast path keeps rebuild's digest lines until it has decided: spilled to a temporary file they are
+    printed the same; with --step it keeps the requests and prints the one step's, as the fold does."""
+    monkeypatch.setattr(digest_spool, "SPILL_BYTES", 1)
+    runner = CliRunner()
+    path = generated["v0-once"]
+    assert isinstance(verdict(path), Decided)
+    for step in ([], ["--step", "1.2"], ["--step", "1.2#1"]):
+        fast = runner.invoke(main, ["rebuild", "--format", "digest", *step, str(path)])
+        full = runner.invoke(main, ["rebuild", "--format", "digest", *step, str(path)], env={fastpath.SWITCH: "0"})
+        assert fast.exit_code == 0 and fast.output, fast.output
+        assert (fast.exit_code, fast.output) == (full.exit_code, full.output), step
 
 
 # -- the raw-bytes proof ------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ the member cap is refused before its line is parsed, in one line, within 4 times
 
 from __future__ import annotations
 
+import io
 import json
 import pickle
 import random
@@ -67,6 +68,20 @@ def test_a_full_temporary_folder_is_one_line_and_exit_2(many_steps: Path) -> Non
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
         [line] = done.stderr.splitlines()
         assert line.startswith("audit: ") and "request digests for --format json): File too large" in line
+
+
+def test_rebuild_digests_past_a_full_temporary_folder_are_one_line_and_exit_2(many_steps: Path) -> None:
+    """rebuild --format digest's lines wait for the fast path's verdict, past 4 MiB in a temporary file: a
+    folder that cannot take them is named, and nothing is printed before the error."""
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (MiB, MiB))
+
+    done = subprocess.run([sys.executable, "-m", "dsh_audit", "rebuild", "--format", "digest", str(many_steps)],
+                          capture_output=True, text=True, preexec_fn=small_files, cwd=REPO, check=False,
+                          env={"PATH": "/usr/bin:/bin"})
+    assert done.returncode == 2 and "Traceback" not in done.stderr and done.stdout == "", done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith("audit: ") and line.endswith("(rebuild's request digests): File too large"), line
 
 
 def test_the_json_document_is_what_one_json_dumps_of_it_writes() -> None:
@@ -171,3 +186,23 @@ def test_the_spool_gives_back_exactly_what_it_kept_also_across_processes(spill_b
     moved = pickle.loads(pickle.dumps(spool))
     assert not list(tmp_path.iterdir())   # the handed-over copy is unlinked by its receiver
     assert list(moved) == kept and len(moved) == 2
+
+
+@pytest.mark.parametrize("spill_bytes", [digest_spool.SPILL_BYTES, 1], ids=["in-memory", "on-disk"])
+def test_digest_lines_write_out_what_they_kept(spill_bytes: int, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """rebuild --format digest's lines, kept while the fast path decides: byte for byte as printed, in order,
+    in memory or in an anonymous file that leaves nothing behind."""
+    monkeypatch.setattr(digest_spool, "SPILL_BYTES", spill_bytes)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    kept = [RequestDigest(1, 2, 3, 4, "ab" * 32, False, True, []),
+            RequestDigest(10**30, 1, 1, 2**64, "cd" * 32, True, False, ["replace@7: quoted"])] * 40_000
+    lines = digest_spool.DigestLines()
+    for request in kept:
+        lines.append(request)
+    assert not list(tmp_path.iterdir())
+    written = io.BytesIO()
+    lines.write_to(written)
+    assert len(lines) == len(kept)
+    assert written.getvalue() == b"".join(digest_spool.digest_line(request) for request in kept)
+    assert written.getvalue().startswith(b"1.2#3\tseq=4\t" + b"ab" * 32 + b"\n1000000000000000000000000000000.1#1\t")

@@ -3,7 +3,10 @@ anonymous temporary file beyond: a log of a million requests costs about 100 byt
 2.5 KB of memory (issue 18). They must be kept, not written as they come: the log's "ok" and findings precede
 its "requests" in the document, and are known only at the end of the log.
 
-Records are marshalled: exact for any int and any str, lone surrogates included (a cause quotes the log)."""
+Records are marshalled: exact for any int and any str, lone surrogates included (a cause quotes the log).
+
+DigestLines keeps `rebuild --format digest`'s lines the same way, already as printed: that output shows no cause
+and no flag, so a request costs one short line, written out whole once the fast path has accepted the log."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import IO, Any
+from typing import IO, Any, BinaryIO
 
 from .records import RequestDigest
 
@@ -32,7 +35,7 @@ class DigestSpool:
         record = (digest.turn, digest.step, digest.attempt, digest.dispatch_seq, digest.sha256, digest.inherited,
                   digest.extends_previous, digest.causes)
         line = marshal.dumps(record)
-        with _named_on_error():
+        with _named_on_error(_SPOOLED):
             self._file.write(line)
         self._count += 1
         self._size += len(line)
@@ -55,7 +58,7 @@ class DigestSpool:
         try:
             if self._size <= SPILL_BYTES:
                 return {"bytes": self._file.read(), "count": self._count, "size": self._size}
-            with _named_on_error():
+            with _named_on_error(_SPOOLED):
                 copy = tempfile.NamedTemporaryFile(prefix="dsh-audit-digests-", delete=False)   # noqa: SIM115
                 try:
                     with copy:
@@ -78,11 +81,46 @@ class DigestSpool:
         self._file.seek(0, os.SEEK_END)
 
 
+def digest_line(request: Any) -> bytes:
+    """A request as `rebuild --format digest` prints it: TURN.STEP#ATTEMPT, dispatch seq, sha256 (of a
+    RequestDigest, the fold's RebuiltRequest or the fast verifier's request)."""
+    return (f"{request.turn}.{request.step}#{request.attempt}\tseq={request.dispatch_seq}\t{request.sha256}\n"
+            .encode())
+
+
+class DigestLines:
+    """A log's `rebuild --format digest` lines, appended in dispatch order and written out once."""
+
+    def __init__(self) -> None:
+        self._file: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=SPILL_BYTES)   # noqa: SIM115 (owned)
+        self._count = 0
+
+    def append(self, request: Any) -> None:
+        with _named_on_error(_LINES):
+            self._file.write(digest_line(request))
+        self._count += 1
+
+    def __len__(self) -> int:
+        return self._count
+
+    def write_to(self, out: BinaryIO) -> None:
+        self._file.seek(0)
+        while True:
+            with _named_on_error(_LINES):
+                chunk = self._file.read(1 << 16)
+            if not chunk:
+                return
+            out.write(chunk)   # outside: a failed write to `out` is the output's error, not the spool's
+
+
+_SPOOLED = "verify's request digests for --format json"
+_LINES = "rebuild's request digests"
+
+
 @contextmanager
-def _named_on_error() -> Iterator[None]:
+def _named_on_error(what: str) -> Iterator[None]:
     """A full temporary folder is the environment's, as a full disk is: one line naming it, exit 2."""
     try:
         yield
     except OSError as error:
-        raise OSError(error.errno, error.strerror,
-                      f"{tempfile.gettempdir()} (verify's request digests for --format json)") from None
+        raise OSError(error.errno, error.strerror, f"{tempfile.gettempdir()} ({what})") from None

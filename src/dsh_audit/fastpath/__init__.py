@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .. import checks
-from ..digest_spool import DigestSpool
+from ..digest_spool import DigestLines, DigestSpool
 from ..model_calls import Call
 from ..records import LogSource
 from .calls import read_calls, reading
@@ -37,14 +37,17 @@ class Decided:
     events: int
     request_count: int
     requests: DigestSpool   # empty unless asked for (keep_requests)
+    lines: DigestLines | None = None   # rebuild --format digest's lines, when asked for (digest_lines)
 
 
-def fast_verify(source: LogSource, *, message_prefix: str = "legacy", keep_requests: bool = True) -> Decided | None:
+def fast_verify(source: LogSource, *, message_prefix: str = "legacy", keep_requests: bool = True,
+                digest_lines: bool = False) -> Decided | None:
     """The verdict of the fast path on a file source, or None when the full verifier must read it (always with
-    DSH_AUDIT_FAST_PATH=0 in the environment: for comparisons and bisecting)."""
+    DSH_AUDIT_FAST_PATH=0 in the environment: for comparisons and bisecting). `digest_lines`: the requests as
+    `rebuild --format digest` prints them, in Decided.lines."""
     if os.environ.get(SWITCH) == "0":
         return None
-    verdict = decide(source, message_prefix=message_prefix, keep_requests=keep_requests)
+    verdict = decide(source, message_prefix=message_prefix, keep_requests=keep_requests, digest_lines=digest_lines)
     return verdict if isinstance(verdict, Decided) else None
 
 
@@ -58,14 +61,16 @@ def fast_calls(source: LogSource, *, message_prefix: str = "legacy") -> Iterator
     return read_calls(source, message_prefix)
 
 
-def decide(source: LogSource, *, message_prefix: str = "legacy", keep_requests: bool = True) -> Decided | str:
+def decide(source: LogSource, *, message_prefix: str = "legacy", keep_requests: bool = True,
+           digest_lines: bool = False) -> Decided | str:
     """The fast path's verdict, or why it leaves the log to the full verifier (for tests and benchmarks)."""
     if untwinned := checks.without_fast_twin():
         return f"no fast twin for the check {', '.join(untwinned)}"
     try:
-        with reading(source, message_prefix, keep_requests=keep_requests) as (verifier, lines):
+        with reading(source, message_prefix, keep_requests=keep_requests,
+                     digest_lines=digest_lines) as (verifier, lines):
             verifier.feed(lines.lines, max_line=lines.max_line, max_depth=lines.max_depth)
             requests = verifier.finish(check_newline=lines.check_newline)
     except Doubt as doubt:
         return str(doubt)
-    return Decided(verifier.events, verifier.request_count, requests)
+    return Decided(verifier.events, verifier.request_count, requests, verifier.lines)

@@ -27,7 +27,7 @@ import msgspec
 import orjson
 
 from .. import rules
-from ..digest_spool import DigestSpool
+from ..digest_spool import DigestLines, DigestSpool
 from ..fold import Cause, RebuiltRequest, RequestParts, RunningDigest, end_seed_cause, header_causes, replace_cause
 from ..generations import Generation
 from ..header import HeaderSnapshot, same_prompt, snapshot, system_text
@@ -162,7 +162,7 @@ class FastVerifier:
     header with a messagePrefix is a doubt."""
 
     def __init__(self, header: dict[str, Any], generation: Generation, message_prefix: str, *,
-                 keep_requests: bool = True, model_calls: bool = False) -> None:
+                 keep_requests: bool = True, model_calls: bool = False, digest_lines: bool = False) -> None:
         if not generation.fast_path:
             raise Doubt(f"generation v{generation.version}")
         self.types: FastTypes = fast_types(generation.version)
@@ -182,8 +182,9 @@ class FastVerifier:
         self.events = 0
         self.keep_requests = keep_requests   # off: only counted, so memory stays bounded by the live surface
         # Request digests only where an output shows them (verify's table does not): kept requests, model calls.
-        self.digests = keep_requests or model_calls
+        self.digests = keep_requests or model_calls or digest_lines
         self.requests = DigestSpool()   # their digests, when kept (verify --format json)
+        self.lines = DigestLines() if digest_lines else None   # rebuild --format digest's lines, as printed
         self.request_count = 0
         # the fold
         self.header: HeaderSnapshot | None = None
@@ -747,7 +748,9 @@ class FastVerifier:
         request.causes = causes
         if problem := rules.prefix_break_problem(first, request.extends_previous, causes):
             raise Doubt(problem)
-        if self.keep_requests and self.model_calls is None:   # its digest is complete: kept as it is
+        if self.lines is not None:
+            self.lines.append(request)
+        elif self.keep_requests and self.model_calls is None:   # its digest is complete: kept as it is
             self.requests.append(RequestDigest.of(request))
         self.previous_header = header
         self.previous_count = len(self.visible)

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
+from ..digest_spool import digest_line
 from ..errors import DshAuditError
 from ..fold import RebuiltRequest
 from ..readers import open_logs
@@ -43,15 +44,30 @@ def write_requests(log: Path, wanted: Step | None, fmt: str, message_prefix: str
 
 def _write_log(source: LogSource, wanted: Step | None, fmt: str, message_prefix: str, out: BinaryIO) -> int:
     """The requests of one log (`wanted` only), written as they are rebuilt (in JSON, the items of its own
-    document's array); how many."""
+    document's array); how many. Every digest of a log the fast path accepts is written at once: its lines were
+    kept as printed (fastpath.Decided.lines), or, for one step, its requests."""
+    from .. import fastpath
+    from ..reconstruct import iter_requests
+
+    requests: Iterable[RebuiltRequest | RequestDigest]
+    decided = fastpath.fast_verify(source, message_prefix=message_prefix, keep_requests=wanted is not None,
+                                   digest_lines=wanted is None) if fmt == "digest" else None
+    if decided is not None and decided.lines is not None:
+        decided.lines.write_to(out)
+        out.flush()
+        return len(decided.lines)
+    if decided is not None:
+        requests = decided.requests
+    else:   # the fold's, as they are rebuilt (the same sha256s as the fast path's, tests/test_fastpath.py)
+        requests = iter_requests(source, message_prefix=message_prefix, bodies=fmt != "digest")
     written = 0
-    for request in _rebuilt(source, message_prefix, fmt):
+    for request in requests:
         if wanted is not None and ((request.turn, request.step) != wanted[:2]
                                    or wanted[2] not in (None, request.attempt)):
             continue
         name = f"{request.turn}.{request.step}#{request.attempt}"
         if fmt == "digest":
-            out.write(f"{name}\tseq={request.dispatch_seq}\t{request.sha256}\n".encode())
+            out.write(digest_line(request))
         elif not isinstance(request, RebuiltRequest):   # the fast path answers digests only
             raise AssertionError("a fast-path request has no body")
         elif fmt == "jsonl":
@@ -71,15 +87,3 @@ def annotated(request: RebuiltRequest, name: str) -> dict[str, object]:
             "inherited": request.inherited, "owner": request.owner, "prefix": request.prefix,
             "placeholders": request.placeholders, "request": json.loads(request.body) if request.body else None}
 
-
-def _rebuilt(source: LogSource, message_prefix: str, fmt: str) -> Iterable[RebuiltRequest | RequestDigest]:
-    """The requests of one log. Digests only: those of verify's fast path when it accepts the log (the same
-    sha256s as the fold's, tests/test_fastpath.py), else the fold's."""
-    from .. import fastpath
-    from ..reconstruct import iter_requests
-
-    if fmt == "digest":
-        decided = fastpath.fast_verify(source, message_prefix=message_prefix)
-        if decided is not None:
-            return decided.requests
-    return iter_requests(source, message_prefix=message_prefix, bodies=fmt != "digest")
