@@ -86,7 +86,7 @@ def list_sessions(root: Path, *, limit: int | None = None, tally: Tally = count_
 def in_filter(chosen: CallFilter) -> Callable[[SessionInfo], bool]:
     """A session as `--project` and `--since/--until` pick it from the listing: its cwd in one of the projects,
     its last activity in [since, until) (the listing reads no call's time)."""
-    from .reports.filters import in_project
+    from .log_filter import in_project
 
     def kept(info: SessionInfo) -> bool:
         active = int(info.last_activity.timestamp() * 1000)

@@ -17,6 +17,7 @@ from ..sinks import described
 from ..text import printable
 
 if TYPE_CHECKING:
+    from ..log_filter import LogFilter
     from ..readers.discover import Selection, Skipped, Unreadable
     from ..reports.filters import CallFilter
 
@@ -111,11 +112,24 @@ def filter_options(function: F) -> F:
 
 def chosen_filter(since: str | None, until: str | None, timezone: str | None, models: tuple[str, ...] = (),
                   projects: tuple[str, ...] = ()) -> CallFilter:
-    """The filter the options given describe; a time that does not read is a usage error naming its option."""
+    """The filter of calls the options given describe; a time that does not read is a usage error naming its
+    option."""
+    from ..reports.filters import CallFilter
+
+    logs = chosen_log_filter(since, until, timezone, models, projects)
+    return CallFilter(logs.since_ms, logs.until_ms, logs.models, logs.projects)
+
+
+def chosen_log_filter(since: str | None, until: str | None, timezone: str | None, models: tuple[str, ...] = (),
+                      projects: tuple[str, ...] = ()) -> LogFilter:
+    """The filters the options given describe, for a command that takes or leaves whole logs (log_filter) and
+    as chosen_filter's base; without any, nothing is loaded (a time zone's data is a file read)."""
     from datetime import UTC, datetime
 
-    from ..reports.filters import CallFilter, moment_ms, project_path, zone
+    from ..log_filter import LogFilter, moment_ms, project_path, zone
 
+    if since is None and until is None and timezone is None:
+        return LogFilter(models=models, projects=tuple(project_path(project) for project in projects))
     try:
         where = zone(timezone)
     except ValueError as error:
@@ -128,8 +142,24 @@ def chosen_filter(since: str | None, until: str | None, timezone: str | None, mo
         except ValueError as error:
             raise click.BadParameter(str(error), param_hint=option) from None
 
-    return CallFilter(moment(since, "--since"), moment(until, "--until"), models,
-                      tuple(project_path(project) for project in projects))
+    return LogFilter(moment(since, "--since"), moment(until, "--until"), models,
+                     tuple(project_path(project) for project in projects), since, until)
+
+
+def tell_left_out(read: int, kept: int) -> None:
+    """On stderr, how many of the logs `read` the filters left out (none of their calls kept): a view's closing
+    summary counts only the logs kept."""
+    if read > kept:
+        click.echo(f"audit: {read - kept} of {read} log(s) have no call the filters keep, and are left out", err=True)
+
+
+def tell_filtered(left_out: Sequence[tuple[str, str, str]]) -> None:
+    """On stderr, how many logs each filter option left out unread (label, option, why: log_filter)."""
+    by: dict[str, int] = {}
+    for _label, option, _why in left_out:
+        by[option] = by.get(option, 0) + 1
+    for option, count in by.items():
+        click.echo(printable(f"audit: {count} log(s) left out by {option}"), err=True)
 
 
 JUNIT_OPTION = click.option(
