@@ -101,6 +101,10 @@ def test_a_log_that_does_not_say_is_taken(tmp_path: Path) -> None:
     assert LogFilter(since_ms=_ms("2026-01-01T00:00"), since_text="2026-01-01").outside(source) is None
     assert LogFilter(projects=("/work",)).outside(source) is None   # no cwd
     source.close()
+    log.header["createdAt"] = 0   # generated and scrubbed logs: no time logged, as a call's time of 0
+    source = open_log(write_jsonl(log, tmp_path / "session.jsonl"))
+    assert LogFilter(since_ms=_ms("2026-01-01T00:00"), since_text="2026-01-01").outside(source) is None
+    source.close()
 
 
 # -- verify: a gate lists and counts what it leaves out --------------------------------------------------------

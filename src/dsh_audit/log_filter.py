@@ -2,7 +2,7 @@
 command reading whole logs (`audit verify`, `audit header-diff`) takes under --since/--until,
 --model and --project: picked by what a log says before its first request, since such a command cannot keep
 part of a log. The session header's `createdAt` (when the session started) and `cwd`, and the model of its first
-request header (dsh logs none in the session header, in any generation). A log that does not say (no createdAt,
+request header (dsh logs none in the session header, in any generation). A log that does not say (no createdAt or 0,
 no cwd or a scrubbed one, no request header, or a stream that can be read only once) is taken: a gate leaves out
 only what it can tell is outside the filters, and says so for each log it leaves out."""
 
@@ -87,7 +87,7 @@ class LogFilter:
                 ) -> tuple[str, str] | None:
         """As `outside`, from a log's session header and how to open it again (to read its first request)."""
         created = header.get("createdAt")
-        if isinstance(created, int) and not isinstance(created, bool):
+        if isinstance(created, int) and not isinstance(created, bool) and created > 0:   # 0: none logged
             if self.since_ms is not None and created < self.since_ms:
                 return f"--since {self.since_text}", f"started {_moment(created)}"
             if self.until_ms is not None and created >= self.until_ms:

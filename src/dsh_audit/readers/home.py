@@ -216,9 +216,11 @@ class SessionOrigin:
 
 
 def session_origin(header: dict[str, object]) -> SessionOrigin:
-    """When and where the session of this header began."""
+    """When and where the session of this header began; a createdAt of 0 (generated and scrubbed logs) is none
+    logged, as a call's time of 0 is (reports.filters.logged_time)."""
     created = header.get("createdAt")
-    return SessionOrigin(created if isinstance(created, int) and not isinstance(created, bool) else None,
+    return SessionOrigin(created if isinstance(created, int) and not isinstance(created, bool) and created > 0
+                         else None,
                          _text(header.get("cwd")))
 
 
