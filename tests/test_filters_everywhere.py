@@ -69,12 +69,20 @@ def verified(*args: str) -> dict[str, object]:
 
 
 # -- which logs: every generation says when, where and on which model -----------------------------------------
+@pytest.fixture(scope="module")
+def v1_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """No v1 log is committed: a steady v0-shaped log under a v1 header (verify finds nothing in it)."""
+    log = steady_log()
+    log.header |= {"version": 1, "createdAt": _ms("2026-10-01T08:00"), "cwd": "/work/v1"}
+    return write_jsonl(log, tmp_path_factory.mktemp("v1") / "session.v1.jsonl")
+
+
 @pytest.mark.parametrize(("log", "generation", "model"), [
-    (RECORDED / "session.jsonl", 0, "fake"), (PREVIEW / "session.v2.jsonl", 2, None),
+    (RECORDED / "session.jsonl", 0, "fake"), (None, 1, "deepseek-v4-flash"), (PREVIEW / "session.v2.jsonl", 2, None),
     (RECORDED / "session.v3.jsonl", 3, "fake"), (V4, 4, "deepseek-v4-flash")])
-def test_every_generation_is_picked_by_its_header_and_first_request(log: Path, generation: int,
-                                                                     model: str | None) -> None:
-    source = open_log(log)
+def test_every_generation_is_picked_by_its_header_and_first_request(log: Path | None, generation: int,
+                                                                     model: str | None, v1_log: Path) -> None:
+    source = open_log(log or v1_log)
     assert source.generation.version == generation
     created = source.header["createdAt"]
     assert isinstance(created, int)
