@@ -83,15 +83,17 @@ def top_option(*more_names: str) -> Callable[[F], F]:
 SINCE_OPTION = click.option(
     "--since", metavar="WHEN",
     help="Only what was logged from WHEN: a date (2026-12-01), a date and time (2026-12-01T09:30), or a span "
-         "back from now (7d, 24h, 2w); in UTC unless --timezone says otherwise. A call without a logged time is "
-         "then left out.")
+         "back from now (7d, 24h, 2w); in UTC unless --timezone says otherwise. Reports count the calls logged "
+         "from then (a call without a logged time is left out); verify and header-diff read the logs started from "
+         "then (a log that logs no start is read).")
 UNTIL_OPTION = click.option(
     "--until", metavar="WHEN", help="Only what was logged before WHEN (a date counts that whole day); as --since.")
 TIMEZONE_OPTION = click.option(
-    "--timezone", metavar="ZONE", help="The time zone of --since/--until's dates and of --by's days, weeks and "
-                                       "months: an IANA name such as Europe/Paris [default: UTC].")
+    "--timezone", metavar="ZONE", help="The time zone of --since/--until's dates (and of cache-report --by's days, "
+                                       "weeks and months): an IANA name such as Europe/Paris [default: UTC].")
 MODEL_OPTION = click.option("--model", "models", multiple=True, metavar="NAME",
-                            help="Only the calls to this model, as logged (repeatable).")
+                            help="Only the calls to this model, as logged (repeatable); verify and header-diff: the "
+                                 "logs whose first request is to it.")
 PROJECT_OPTION = click.option(
     "--project", "projects", multiple=True, metavar="DIR",
     help="Only the sessions run in DIR or below it: their logged cwd, against DIR made absolute (repeatable).")
