@@ -56,7 +56,7 @@ from homebuilder import build_messy_home
 from logbuilder import LogBuilder
 from test_cache_report import TOOL_A, TOOL_B, turn, write_jsonl
 from test_hostile_inputs import MiB, audit, bounded, digest
-from test_views import collapsing_log
+from test_views import collapsing_home, collapsing_log
 
 ROOT = Path(__file__).resolve().parent.parent
 GENERATE = ROOT / "benchmarks" / "generate_log.py"
@@ -266,6 +266,22 @@ def test_collapses_ranked_open_above_the_plot_x_named_by_call_and_hover_detail(t
         tip = driver.find_element(By.ID, "tip")
         assert tip.is_displayed()
         assert tip.text.startswith(f"{names[worst]} · seq ") and "collapse (" in tip.text and "cost lost: $" in tip.text
+
+
+@pytest.mark.usefixtures("chromium")
+def test_a_filtered_report_draws_the_sessions_kept(tmp_path: Path, png: Png) -> None:
+    """--project over a home of four: the page draws and lists the two sessions run in /work/shop or below, one
+    marker per collapse as cache-report counts them with the same filter; it loads cleanly."""
+    home = collapsing_home(tmp_path / "sessions")
+    report = write_report(tmp_path, home, extra=("--project", "/work/shop", "--project", "/work/docs"))
+    page = opened(report, png)
+    assert_clean_page(page, report)
+    kept = [log for log in map(str, sorted(home.rglob("session.jsonl"))) if "--work-shop--" in log
+            or "--work-docs--" in log]
+    assert sorted(plot["log"] for plot in page.plots) == kept and page.extra["sessionRows"] == 2
+    assert_plots_match(page, kept)
+    assert ("only the calls --project /work/shop --project /work/docs keeps; 2 of 4 session log(s) left out, none "
+            "of their calls kept") in report.read_text(encoding="utf-8")
 
 
 def test_the_overview_ranks_sessions_by_cost_lost_with_start_and_project(tmp_path: Path) -> None:

@@ -122,6 +122,14 @@ def chosen_filter(since: str | None, until: str | None, timezone: str | None, mo
     return CallFilter(logs.since_ms, logs.until_ms, logs.models, logs.projects)
 
 
+def filters_given(since: str | None, until: str | None, timezone: str | None, models: tuple[str, ...] = (),
+                  projects: tuple[str, ...] = ()) -> str:
+    """The filter options as given (`--since 7d --project ~/shop`), for an output that says what narrowed it."""
+    given = [("--since", since), ("--until", until), ("--timezone", timezone),
+             *(("--model", model) for model in models), *(("--project", project) for project in projects)]
+    return " ".join(f"{option} {value}" for option, value in given if value is not None)
+
+
 def chosen_log_filter(since: str | None, until: str | None, timezone: str | None, models: tuple[str, ...] = (),
                       projects: tuple[str, ...] = ()) -> LogFilter:
     """The filters the options given describe, for a command that takes or leaves whole logs (log_filter) and

@@ -20,6 +20,7 @@ from .options import (
     chosen_filter,
     chosen_paths,
     filter_options,
+    filters_given,
     tell_left_out,
     tell_skipped,
     tell_unreadable,
@@ -72,10 +73,14 @@ def report(logs: tuple[Path, ...], session: str | None, out: Path, since: str | 
     read = read_once(paths, all_generations=all_generations, superseded=older, allow_events=allowed)
     parts = narrowed(read, counted)
     cache = parts.cache
+    left_out = read.cache.logs.height - cache.logs.height
+    narrowing = filters_given(since, until, timezone, models, projects)
     document = render_report(cache, parts.headers, parts.findings, inputs=[str(p) for p in paths],
                              unreadable=cache.unreadable,
                              overview=cache.logs.height > 1 or any(p.is_dir() for p in paths), origins=parts.origins,
-                             generator=_generator())
+                             generator=_generator(),
+                             filtered=f"only the calls {narrowing} keeps; {left_out} of {read.cache.logs.height} "
+                                      "session log(s) left out, none of their calls kept" if counted else "")
     size = write_output(out, document, inputs=selection.inputs, what="the report")   # never half a report
     totals = cache.totals.to_dicts()[0]
     skipped = f", {len(cache.skipped)} older generation(s) skipped" if cache.skipped else ""
