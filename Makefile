@@ -41,7 +41,9 @@ browser:
 	command -v chromium && command -v chromedriver || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium chromium-driver)
 
 test: install reference browser lint
-	DSH_LOGS=$(abspath $(SHARED_LOGS)) $(BIN)/pytest -n 2 -q
+	DSH_LOGS=$(abspath $(SHARED_LOGS)) $(BIN)/pytest -n 2 -q; status=$$?; \
+	echo "screenshots of the HTML reports the browser tests opened: $${DSH_AUDIT_TEST_OUTPUT:-$(abspath test-output)}/html/"; \
+	exit $$status
 
 # The optional compiled fast path (setup.py, mypyc) in its own venv, a non-editable install, and the fast path's
 # differential and fuzz suites run against it: the tests import dsh_audit from that install, not from src/.

@@ -151,15 +151,28 @@ def driver_for(page: Path) -> Iterator[Any]:
         yield driver
 
 
+def save_whole_page(driver: Any, screenshot: Path, width: int = 1400) -> None:
+    """A PNG of the whole page, not of the window: the window made as tall as the page (600 to 8,000 px) plus
+    the browser's own frame, the page measured again after each resize (a table as tall as 40 % of the window
+    grows with it) until it stays as tall."""
+    frame = int(driver.execute_script("return window.outerHeight - window.innerHeight"))
+    height = 0
+    for _ in range(12):
+        page = min(max(int(driver.execute_script("return document.documentElement.offsetHeight")), 600), 8000)
+        if page == height:
+            break
+        height = page
+        driver.set_window_size(width, height + frame)
+    screenshot.parent.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(screenshot))
+
+
 def open_report(page: Path, screenshot: Path, *, width: int = 1400) -> PageResult:
     """Open `page` from file:// in headless Chromium, wait until every plot is drawn, count, screenshot."""
     with browser_session() as driver:
         seconds = load(driver, page)
         counted: dict[str, Any] = driver.execute_script(COUNT_SCRIPT)
-        height = int(driver.execute_script("return document.documentElement.scrollHeight"))
-        driver.set_window_size(width, min(max(height, 600), 8000))
-        screenshot.parent.mkdir(parents=True, exist_ok=True)
-        driver.save_screenshot(str(screenshot))
+        save_whole_page(driver, screenshot, width)
         console = list(driver.get_log("browser"))
         requested = [*counted["resources"]]
         for entry in driver.get_log("performance"):

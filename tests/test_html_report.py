@@ -3,7 +3,8 @@
 Headless Chromium (Debian's chromium and chromium-driver, installed by `make browser` or, failing that, by the
 fixture below) opens each report from file:// and the tests count what it drew: one bar per request (cache
 read and miss each), one marker per collapse, header changes and compactions, against build_cache_report's own
-counts; no console error, no request but the file itself; and a PNG screenshot under the test's tmp_path. The
+counts; no console error, no request but the file itself; and a PNG screenshot of each report, kept after the
+run in test-output/html/ under the repository (or $DSH_AUDIT_TEST_OUTPUT/html), named after the test. The
 100 MB benchmark log is checked by benchmarks/html_report.py (make bench); here a 10 MB generated log stands in
 as the large one.
 
@@ -14,9 +15,12 @@ browser tests skip, loudly, only when chromium is absent and apt-get is not ther
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +28,15 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from browser import PageResult, browser_session, find_chromium, install_chromium, load, open_report
+from browser import (
+    PageResult,
+    browser_session,
+    find_chromium,
+    install_chromium,
+    load,
+    open_report,
+    save_whole_page,
+)
 from conftest_reference import LOGS_ROOT, in_ci, require_corpus
 from dsh_audit.cli import main
 from dsh_audit.reports.cache_report import CacheOptions, build_cache_report
@@ -44,7 +56,7 @@ from homebuilder import build_messy_home
 from logbuilder import LogBuilder
 from test_cache_report import TOOL_A, TOOL_B, turn, write_jsonl
 from test_hostile_inputs import MiB, audit, bounded, digest
-from test_views import collapsing_log
+from test_views import collapsing_home, collapsing_log
 
 ROOT = Path(__file__).resolve().parent.parent
 GENERATE = ROOT / "benchmarks" / "generate_log.py"
@@ -52,6 +64,9 @@ PLAN_REVIEW = "apps/web/tests/snapshots/plan-review"
 MANY_LOGS, COLLAPSING_EVERY = 1000, 40   # 25 of the 1,000 tiny sessions collapse (one unexplained each)
 ONE_SESSION_BUDGET = 1_500_000   # bytes of HTML for one session (the 100 MB benchmark log's page: 990 KB)
 MANY_LOGS_RSS = 320 * MiB   # measured 200 MiB (one log: 180 MiB); before the report kept each log it peaked at 373
+# Kept past the run (gitignored), for a person to look at: one PNG per report opened, named after its test.
+Png = Callable[[Path], Path]   # a report's page -> where its screenshot is kept
+SCREENSHOTS = Path(os.environ.get("DSH_AUDIT_TEST_OUTPUT") or ROOT / "test-output") / "html"
 HOSTILE = ('</script><script>window.pwned=1</script><img src="http://127.0.0.1:9/x" onerror="window.pwned=2">'
            "<!-- $x$ &amp; \u2028 \ud800")   # a lone surrogate is legal in a JS string, so in a log
 
@@ -68,6 +83,13 @@ def chromium() -> None:
     pytest.skip(f"SKIPPED LOUDLY: no headless Chromium here ({problem}); run `make browser` as root")
 
 
+@pytest.fixture
+def png(request: pytest.FixtureRequest) -> Png:
+    """Where the screenshot of a report a test opens is kept: SCREENSHOTS/TEST--REPORT.png."""
+    test = re.sub(r"[^\w.-]+", "-", request.node.name).strip("-")
+    return lambda report: SCREENSHOTS / f"{test}--{report.stem}.png"
+
+
 def write_report(tmp_path: Path, *logs: Path | str, name: str = "report.html", extra: tuple[str, ...] = ()) -> Path:
     out = tmp_path / name
     result = CliRunner().invoke(main, ["report", *map(str, logs), "-o", str(out), *extra])
@@ -76,8 +98,8 @@ def write_report(tmp_path: Path, *logs: Path | str, name: str = "report.html", e
     return out
 
 
-def opened(report: Path, tmp_path: Path) -> PageResult:
-    page = open_report(report, tmp_path / "screenshots" / f"{report.stem}.png")
+def opened(report: Path, png: Png) -> PageResult:
+    page = open_report(report, png(report))
     print(f"\nscreenshot: {page.screenshot}  ({report.stat().st_size:,} bytes of HTML, drawn in "
           f"{page.seconds_to_ready:.2f}s)")
     return page
@@ -121,10 +143,10 @@ def assert_plots_match(page: PageResult, logs: list[Path | str]) -> dict[str, di
 
 # -- in the browser ----------------------------------------------------------------------------------------
 @pytest.mark.usefixtures("chromium")
-def test_synthetic_collapses_one_marker_each_and_hover_names_the_cause(tmp_path: Path) -> None:
+def test_synthetic_collapses_one_marker_each_and_hover_names_the_cause(tmp_path: Path, png: Png) -> None:
     log = collapsing_log(tmp_path)
     report = write_report(tmp_path, log)
-    page = opened(report, tmp_path)
+    page = opened(report, png)
     assert_clean_page(page, report)
     [plot] = assert_plots_match(page, [log]).values()
     assert plot["drawn"]["read"] == 5 and plot["drawn"]["collapse"] == 2   # the log's known collapses
@@ -132,18 +154,18 @@ def test_synthetic_collapses_one_marker_each_and_hover_names_the_cause(tmp_path:
 
 
 @pytest.mark.usefixtures("chromium")
-def test_corpus_log(tmp_path: Path) -> None:
+def test_corpus_log(tmp_path: Path, png: Png) -> None:
     require_corpus()
     log = LOGS_ROOT / PLAN_REVIEW
     report = write_report(tmp_path, log)
-    page = opened(report, tmp_path)
+    page = opened(report, png)
     assert_clean_page(page, report)
     [plot] = assert_plots_match(page, [log]).values()
     assert plot["drawn"]["read"] == 2 and plot["drawn"].get("collapse", 0) == 0
 
 
 @pytest.mark.usefixtures("chromium")
-def test_corpus_directory_overview_sorts_by_cost_and_hit_ratio(tmp_path: Path) -> None:
+def test_corpus_directory_overview_sorts_by_cost_and_hit_ratio(tmp_path: Path, png: Png) -> None:
     require_corpus()
     from selenium.webdriver.common.by import By
 
@@ -151,7 +173,7 @@ def test_corpus_directory_overview_sorts_by_cost_and_hit_ratio(tmp_path: Path) -
 
     folder = LOGS_ROOT / "apps/web/tests/snapshots"
     report = write_report(tmp_path, folder)
-    page = opened(report, tmp_path)
+    page = opened(report, png)
     assert_clean_page(page, report)
     assert len(assert_plots_match(page, [folder])) >= 5
     with driver_for(report) as driver:
@@ -183,12 +205,12 @@ def pressure_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.usefixtures("chromium")
-def test_large_generated_log(pressure_log: Path, tmp_path: Path) -> None:
+def test_large_generated_log(pressure_log: Path, tmp_path: Path, png: Png) -> None:
     """Every bar and marker of the 10 MB log drawn, and its page within the one-session size budget."""
     started = time.perf_counter()
     report = write_report(tmp_path, pressure_log)
     written = time.perf_counter() - started
-    page = opened(report, tmp_path)
+    page = opened(report, png)
     print(f"report written in {written:.2f}s")
     assert_clean_page(page, report)
     [plot] = assert_plots_match(page, [pressure_log]).values()
@@ -213,7 +235,7 @@ def test_one_long_session_stays_under_the_size_budget(pressure_log: Path) -> Non
 
 
 @pytest.mark.usefixtures("chromium")
-def test_collapses_ranked_open_above_the_plot_x_named_by_call_and_hover_detail(tmp_path: Path) -> None:
+def test_collapses_ranked_open_above_the_plot_x_named_by_call_and_hover_detail(tmp_path: Path, png: Png) -> None:
     """A session's collapses are an open table above its plot, costliest first, each with its audit explain
     command; the x axis names every request turn.step#attempt; hovering a collapse's bar shows its detail."""
     from selenium.webdriver.common.action_chains import ActionChains
@@ -223,7 +245,7 @@ def test_collapses_ranked_open_above_the_plot_x_named_by_call_and_hover_detail(t
 
     log = collapsing_log(tmp_path)
     report = write_report(tmp_path, log)
-    assert_clean_page(opened(report, tmp_path), report)
+    assert_clean_page(opened(report, png), report)
     calls = build_cache_report([log], CacheOptions()).requests.filter(pl.col("kind") == "request")
     names = [call_name(row) for row in calls.iter_rows(named=True)]
     costliest = calls.filter(pl.col("collapse")).sort("collapseCostUsd", descending=True, maintain_order=True)
@@ -244,6 +266,22 @@ def test_collapses_ranked_open_above_the_plot_x_named_by_call_and_hover_detail(t
         tip = driver.find_element(By.ID, "tip")
         assert tip.is_displayed()
         assert tip.text.startswith(f"{names[worst]} · seq ") and "collapse (" in tip.text and "cost lost: $" in tip.text
+
+
+@pytest.mark.usefixtures("chromium")
+def test_a_filtered_report_draws_the_sessions_kept(tmp_path: Path, png: Png) -> None:
+    """--project over a home of four: the page draws and lists the two sessions run in /work/shop or below, one
+    marker per collapse as cache-report counts them with the same filter; it loads cleanly."""
+    home = collapsing_home(tmp_path / "sessions")
+    report = write_report(tmp_path, home, extra=("--project", "/work/shop", "--project", "/work/docs"))
+    page = opened(report, png)
+    assert_clean_page(page, report)
+    kept = [log for log in map(str, sorted(home.rglob("session.jsonl"))) if "--work-shop--" in log
+            or "--work-docs--" in log]
+    assert sorted(plot["log"] for plot in page.plots) == kept and page.extra["sessionRows"] == 2
+    assert_plots_match(page, kept)
+    assert ("only the calls --project /work/shop --project /work/docs keeps; 2 of 4 session log(s) left out, none "
+            "of their calls kept") in report.read_text(encoding="utf-8")
 
 
 def test_the_overview_ranks_sessions_by_cost_lost_with_start_and_project(tmp_path: Path) -> None:
@@ -271,7 +309,7 @@ def test_the_overview_ranks_sessions_by_cost_lost_with_start_and_project(tmp_pat
 
 
 @pytest.mark.usefixtures("chromium")
-def test_hostile_log_text_is_shown_never_run(tmp_path: Path) -> None:
+def test_hostile_log_text_is_shown_never_run(tmp_path: Path, png: Png) -> None:
     """A session id, a header key, an event type and a folder name that are markup: shown as text, nothing
     runs, nothing is fetched (a blocked script would also show as a console error)."""
     from selenium.webdriver.common.action_chains import ActionChains
@@ -288,7 +326,7 @@ def test_hostile_log_text_is_shown_never_run(tmp_path: Path) -> None:
     folder.mkdir()
     write_jsonl(log, folder / "session.jsonl")
     report = write_report(tmp_path, folder)
-    page = opened(report, tmp_path)
+    page = opened(report, png)
     assert_clean_page(page, report)
     with driver_for(report) as driver:
         assert driver.execute_script("return window.pwned") is None
@@ -383,7 +421,7 @@ def test_the_figures_are_cache_reports_with_its_defaults(tmp_path: Path, monkeyp
     assert all(parts.cache.rows(kind).equals(expected.rows(kind)) for kind in ("requests", "logs", "totals"))
 
 
-def test_a_home_with_unreadable_sessions_names_them_on_the_page(chromium: None, tmp_path: Path) -> None:
+def test_a_home_with_unreadable_sessions_names_them_on_the_page(chromium: None, tmp_path: Path, png: Png) -> None:
     """A newer dsh's session and a torn one are named in an open box at the top; the four readable are drawn."""
     from selenium.webdriver.common.by import By
 
@@ -396,7 +434,7 @@ def test_a_home_with_unreadable_sessions_names_them_on_the_page(chromium: None, 
         assert box.is_displayed() and box.get_attribute("open") is not None
         assert "2 log(s) could not be read" in box.text and "format v5" in box.text and "not valid JSON" in box.text
         assert len(driver.find_elements(By.CSS_SELECTOR, "section.session")) == 4
-        driver.save_screenshot(str(tmp_path / "home.png"))
+        save_whole_page(driver, png(page))
 
 
 # -- many logs ---------------------------------------------------------------------------------------------
@@ -419,7 +457,8 @@ def many_sessions(folder: Path, count: int) -> Path:
     return folder
 
 
-def test_a_thousand_logs_draw_the_worst_and_list_every_one_in_bounded_memory(chromium: None, tmp_path: Path) -> None:
+def test_a_thousand_logs_draw_the_worst_and_list_every_one_in_bounded_memory(chromium: None, tmp_path: Path,
+                                                                              png: Png) -> None:
     """1,000 tiny sessions through the real CLI under a hard memory limit: peak RSS independent of the number of
     logs, the 25 worst drawn (the collapsing ones: an unexplained collapse ranks first), every session a row of
     the table, the summary visible at the top of a page that loads cleanly; the logs untouched."""
@@ -434,7 +473,7 @@ def test_a_thousand_logs_draw_the_worst_and_list_every_one_in_bounded_memory(chr
     print(f"\naudit report over {MANY_LOGS} logs: peak RSS {run.peak_rss >> 20} MiB")
     bounded(run, MANY_LOGS_RSS)
     assert {path.name: digest(path) for path in folder.iterdir()} == before
-    page = opened(out, tmp_path)
+    page = opened(out, png)
     assert_clean_page(page, out)
     collapsing = {str(folder / f"s-{k:04d}.jsonl") for k in range(0, MANY_LOGS, COLLAPSING_EVERY)}
     assert len(page.plots) == DETAILED_SESSIONS == len(collapsing)

@@ -130,7 +130,17 @@ def test_fail_on_unexplained_names_the_command_that_finds_it(home: Path) -> None
 def test_audit_sessions_ranks_by_what_was_lost(home: Path) -> None:
     _, table, _ = run("sessions", "--root", str(home))
     ids = [line.split()[0] for line in table.splitlines()[1:5]]
-    assert ids == ["e9c4d2b1-6a7f", "3f2a91c0-7d4e", "3f2a91c0-0b1c", "b7e01d44-1c2d"]
+    assert ids == ["e9c4d2b1", "3f2a91c0-7", "3f2a91c0-0", "b7e01d44"]
+    # one naming rule and one money format: the rows of cache-report's ranked sessions, word for word
+    _, report, _ = run("cache-report", "--rows", "logs", str(home), columns=200)
+    ranked: dict[str, list[str]] = {}
+    for words in (line.split() for line in report.splitlines()):   # session, model, requests, hit, %, cost, ...
+        if len(words) > 5 and words[1].startswith("deepseek"):
+            ranked.setdefault(words[0], words)
+    _, wide, _ = run("sessions", "--root", str(home), columns=200)
+    for words in (line.split() for line in wide.splitlines()[1:5]):   # id, last, gen, requests, hit, %, cost, ...
+        name, hit, cost, lost = words[0], words[4], words[6], words[7] if words[7].startswith("$") else None
+        assert (ranked[name][3], ranked[name][5]) == (hit, cost) and lost in (None, ranked[name][-1]), words
     assert table.splitlines()[0].split()[-5:] == ["HIT", "COST", "LOST", "SIZE", "CWD"]
     _, document, _ = run("sessions", "--root", str(home), "--format", "json", "--sort", "hit", "--top", "1")
     [worst] = json.loads(document)["sessions"]

@@ -13,8 +13,9 @@ import pytest
 from click.testing import CliRunner
 
 from dsh_audit.cli import main
+from dsh_audit.log_filter import moment_ms, zone
 from dsh_audit.reports.cache_report import build_cache_report
-from dsh_audit.reports.filters import CallFilter, filtered, moment_ms, zone
+from dsh_audit.reports.filters import CallFilter, filtered
 from dsh_audit.reports.rollup import ROLLUP_COLUMNS, ROLLUPS, rollup
 from logbuilder import LogBuilder
 from test_cache_report import TOOL_A, TOOL_B, steady_log, turn, write_jsonl

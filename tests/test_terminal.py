@@ -164,7 +164,31 @@ def test_ranked_views_open_with_the_worst(view: str, columns: int, place: Path) 
     assert_fits(text, columns)
     plain = SGR.sub("", text).splitlines()
     first = 2 if view.startswith("cache-report") else 1   # after the heading and the table's titles
-    assert plain[first].split()[0] == ("e9c4d2b1" if view.startswith("cache-report") else "e9c4d2b1-6a7f")
+    assert plain[first].split()[0] == "e9c4d2b1"   # one naming rule in every view (reports.ranking.short_ids)
+    snapshot = SNAPSHOTS / f"{view}-{columns}.ansi"
+    if os.environ.get("DSH_AUDIT_WRITE_SNAPSHOTS"):
+        snapshot.write_text(text, encoding="utf-8")
+    assert text == snapshot.read_text(encoding="utf-8"), f"{view} differs from {snapshot.name}"
+
+
+# Filtered: cache-report counts the calls of the sessions run in /work/shop; verify lists each log it leaves out.
+FILTERED = {
+    "cache-report-project": ["cache-report", "--project", "/work/shop", "collapsing/sessions"],
+    "verify-project": ["verify", "--project", "/work/shop", "collapsing/sessions"],
+}
+
+
+@pytest.mark.parametrize("columns", (80, 120))
+@pytest.mark.parametrize("view", sorted(FILTERED))
+def test_filtered_views_say_what_they_leave_out(view: str, columns: int, place: Path) -> None:
+    code, text = on_terminal(FILTERED[view], columns, place)
+    assert code == 0 and "Traceback" not in text, text
+    assert_fits(text, columns)
+    plain = " ".join(SGR.sub("", text).split())
+    if view.startswith("cache-report"):
+        assert "shop-api" not in plain and "3 of 4 log(s) have no call the filters keep" in plain, plain
+    else:
+        assert plain.count("left out") == 4 and "3 log(s) left out by --project /work/shop" in plain, plain
     snapshot = SNAPSHOTS / f"{view}-{columns}.ansi"
     if os.environ.get("DSH_AUDIT_WRITE_SNAPSHOTS"):
         snapshot.write_text(text, encoding="utf-8")

@@ -1,7 +1,7 @@
 """JUnit XML (the Ant/Jenkins dialect every CI system displays): one <testcase> per log, classname = the log's
 directory, name = its file. A failed log carries a <failure> listing its findings; an unreadable one an <error>;
-an older generation that a session directory's newer one supersedes is <skipped>. The output names the log
-format version each log was read as.
+an older generation that a session directory's newer one supersedes, or a log a filter left out, is <skipped>. The
+output names the log format version each log was read as.
 
 Log content reaches the report through finding messages, so text is made XML-safe first: characters XML 1.0
 forbids (control characters, lone surrogates) are shown as \\uXXXX escapes instead of making the file invalid.
@@ -61,6 +61,9 @@ def cases_from_reports(reports: Iterable[LogReport], *, strict: bool,
             continue
         if report.ignored is not None:
             cases.append(case_for_log(report.label, skipped=f"not a dsh log: {report.ignored}"))
+            continue
+        if report.left_out_by is not None:
+            cases.append(case_for_log(report.label, skipped=f"left out by {report.left_out_by}: {report.left_out}"))
             continue
         read_as = [] if report.generation is None else [f"read as log format v{report.generation}"]
         unlisted = [f"... and {sum(report.unlisted.values())} more finding(s), counted but not listed"

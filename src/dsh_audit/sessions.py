@@ -75,18 +75,18 @@ def list_sessions(root: Path, *, limit: int | None = None, tally: Tally = count_
     (`in_filter`), before any is tallied."""
     scan = scan_sessions([root])
     if kept is not None:
-        scan = SessionScan([info for info in scan.sessions if kept(info)], scan.unlisted)
+        scan = replace(scan, sessions=[info for info in scan.sessions if kept(info)])
     if sort == "recent":
         chosen = scan.sessions if limit is None else scan.sessions[:limit]
-        return SessionScan([_tallied(info, tally) for info in chosen], scan.unlisted)
+        return replace(scan, sessions=[_tallied(info, tally) for info in chosen])
     infos = ranked([_tallied(info, tally) for info in scan.sessions], sort)
-    return SessionScan(infos if limit is None else infos[:limit], scan.unlisted)
+    return replace(scan, sessions=infos if limit is None else infos[:limit])
 
 
 def in_filter(chosen: CallFilter) -> Callable[[SessionInfo], bool]:
     """A session as `--project` and `--since/--until` pick it from the listing: its cwd in one of the projects,
     its last activity in [since, until) (the listing reads no call's time)."""
-    from .reports.filters import in_project
+    from .log_filter import in_project
 
     def kept(info: SessionInfo) -> bool:
         active = int(info.last_activity.timestamp() * 1000)

@@ -27,6 +27,8 @@ from .vocabulary import validate_header, vocabulary
 from .walker import Walker
 
 FINDINGS_KEPT = 10_000   # per log; beyond, findings are counted by severity, not kept
+# What leaves a log out unread (dsh_audit.log_filter): None, or the option as given and what the log says against it
+Select = Callable[[LogSource], tuple[str, str] | None]
 
 
 @dataclass(slots=True)
@@ -40,6 +42,8 @@ class LogReport:
     read_error: str | None = None    # the log could not be read at all (exit 2)
     superseded_by: str | None = None  # an older generation, skipped: the newer file read instead
     ignored: str | None = None       # a .jsonl file or database below a directory that is no dsh log: why
+    left_out_by: str | None = None   # left out unread by a filter: the option as given (`--since 7d`)
+    left_out: str | None = None      # and what the log says against it (`started 2026-11-20 09:30 UTC`)
     seconds: float = 0.0             # wall time spent verifying it (JUnit reports it per test case)
     fast_path: bool = False          # decided by the fast path (dsh_audit.fastpath); the report is the same either way
     unlisted: dict[str, int] = field(default_factory=dict)   # findings past FINDINGS_KEPT: counted by severity
@@ -58,8 +62,9 @@ class LogReport:
 
     @property
     def counted(self) -> bool:
-        """A log that was read (or failed to be): neither an older generation nor a file that is no log."""
-        return self.superseded_by is None and self.ignored is None
+        """A log that was read (or failed to be): neither an older generation, a file that is no log, nor one a
+        filter left out."""
+        return self.superseded_by is None and self.ignored is None and self.left_out_by is None
 
     def note(self, finding: Finding) -> None:
         """Keep a finding, or past FINDINGS_KEPT count it: a log of a million findings stays bounded."""
@@ -174,12 +179,19 @@ def check_end(source: LogSource, report: LogReport, note: Callable[[Finding], No
 
 def verify_path(path: Path, found_in: Path | None = None, *, message_prefix: str = "legacy",
                 keep_requests: bool = True, allow_events: tuple[str, ...] = (),
-                ignore: Mapping[str, str] | None = None) -> list[LogReport]:
+                ignore: Mapping[str, str] | None = None, select: Select | None = None) -> list[LogReport]:
     """Every session stored at `path`; an unreadable file becomes a report with `read_error` set. `found_in`:
-    the folder a walk found it in, from which it is opened without following a link (readers.open_logs)."""
+    the folder a walk found it in, from which it is opened without following a link (readers.open_logs). A log
+    `select` leaves out is a report saying why, not verified."""
     reports: list[LogReport] = []
     try:
         for source in open_logs(path, found_in=found_in):
+            outside = select(source) if select is not None else None
+            if outside is not None:
+                source.close()
+                reports.append(LogReport(label=source.label, generation=source.generation.version,
+                                         left_out_by=outside[0], left_out=outside[1]))
+                continue
             reports.append(verify_source(source, message_prefix=message_prefix, keep_requests=keep_requests,
                                          allow_events=allow_events, ignore=ignore))
     except DshAuditError as error:
@@ -190,9 +202,10 @@ def verify_path(path: Path, found_in: Path | None = None, *, message_prefix: str
 def verify_paths(paths: Iterable[Path], *, message_prefix: str = "legacy", jobs: int | None = 1,
                  keep_requests: bool = True, all_generations: bool = False,
                  superseded: Mapping[Path, Path] | None = None, allow_events: tuple[str, ...] = (),
-                 ignore: Mapping[str, str] | None = None) -> Iterator[LogReport]:
+                 ignore: Mapping[str, str] | None = None, select: Select | None = None) -> Iterator[LogReport]:
     """Reports for every log below `paths`, in discovery order, then one per older generation skipped in a
     session directory, or of a log picked by --session (`superseded`; all are read with `all_generations`).
+    A log `select` leaves out (dsh_audit.log_filter) is reported in its place, unread, with why.
     `jobs` > 1 (None: one per core) verifies logs in that many processes; the output order stays deterministic."""
     found = discover_logs(list(paths), all_generations=all_generations, superseded=superseded)
     for folder, why in sorted(found.unlisted.items()):   # a gate never passes over what it could not read
@@ -201,7 +214,7 @@ def verify_paths(paths: Iterable[Path], *, message_prefix: str = "legacy", jobs:
         yield LogReport(label=str(link), read_error=f"{link}: {why}")
     for directory in found.empty:
         yield LogReport(label=str(directory), read_error=f"{directory}: {no_log_below(directory, found)}")
-    yield from _verified(found.files, found, message_prefix, jobs, keep_requests, allow_events, ignore)
+    yield from _verified(found.files, found, message_prefix, jobs, keep_requests, allow_events, ignore, select)
     for older, newer in sorted(found.skipped.items()):
         yield LogReport(label=str(older), superseded_by=str(newer))
     for path, why in sorted(found.ignored.items()):
@@ -209,15 +222,15 @@ def verify_paths(paths: Iterable[Path], *, message_prefix: str = "legacy", jobs:
 
 
 def _verified(files: list[Path], found: Discovery, message_prefix: str, jobs: int | None,
-              keep_requests: bool, allow_events: tuple[str, ...], ignore: Mapping[str, str] | None
-              ) -> Iterator[LogReport]:
+              keep_requests: bool, allow_events: tuple[str, ...], ignore: Mapping[str, str] | None,
+              select: Select | None) -> Iterator[LogReport]:
     ambiguous = found.ambiguous
 
     def verify_one(path: Path) -> list[LogReport]:
         if path in ambiguous:
             return [LogReport(label=str(path), read_error=f"{path}: {ambiguous[path]}")]
         return verify_path(path, found.found_in.get(path), message_prefix=message_prefix,
-                           keep_requests=keep_requests, allow_events=allow_events, ignore=ignore)
+                           keep_requests=keep_requests, allow_events=allow_events, ignore=ignore, select=select)
 
     workers = min(jobs or os.cpu_count() or 1, len(files))
     if workers <= 1:
@@ -234,7 +247,7 @@ def _verified(files: list[Path], found: Discovery, message_prefix: str, jobs: in
 
     with ProcessPoolExecutor(max_workers=workers) as pool:
         verify_many = partial(verify_path, message_prefix=message_prefix, keep_requests=keep_requests,
-                              allow_events=allow_events, ignore=ignore)
+                              allow_events=allow_events, ignore=ignore, select=select)
         readable = [path for path in files if path not in here]
         mapped = pool.map(verify_many, readable, [found.found_in.get(path) for path in readable],
                           chunksize=max(1, len(readable) // (workers * 8)))
@@ -248,6 +261,7 @@ def summary(reports: list[LogReport], strict: bool = False) -> dict[str, Any]:
         "logs": sum(r.counted for r in reports),
         "skipped": sum(r.skipped for r in reports),
         "ignored": sum(r.ignored is not None for r in reports),
+        "leftOut": left_out(reports),
         "failed": sum(r.failed(strict) for r in reports),
         "unreadable": sum(r.read_error is not None for r in reports),
         "requests": sum(r.request_count for r in reports),
@@ -255,3 +269,12 @@ def summary(reports: list[LogReport], strict: bool = False) -> dict[str, Any]:
         "warnings": sum(counted.get("warning", 0) for counted in severities),
         "notes": sum(counted.get("info", 0) for counted in severities),
     }
+
+
+def left_out(reports: list[LogReport]) -> dict[str, int]:
+    """How many logs each filter option left out, by the option as given, in the order first met."""
+    by: dict[str, int] = {}
+    for report in reports:
+        if report.left_out_by is not None:
+            by[report.left_out_by] = by.get(report.left_out_by, 0) + 1
+    return by

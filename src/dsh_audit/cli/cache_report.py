@@ -32,6 +32,7 @@ from .options import (
     format_option,
     prefix_option,
     sort_option,
+    tell_left_out,
     tell_skipped,
     tell_unreadable,
     this_terminal,
@@ -207,9 +208,7 @@ def cache_report(logs: tuple[Path, ...], session: str | None, fmt: str | None, o
                     version=SCHEMA_VERSION, table=view, inputs=[*selection.inputs, *option_files])
     else:
         _write_rollup(shown, by, timezone or "UTC", chosen, out, [*selection.inputs, *option_files], wide)
-    if read.logs.height > report.logs.height:   # on stderr: the closing summary counts only the logs kept
-        click.echo(f"audit: {read.logs.height - report.logs.height} of {read.logs.height} log(s) have no call "
-                   "the filters keep, and are left out", err=True)
+    tell_left_out(read.logs.height, report.logs.height)
     tell_unreadable(report.unreadable, listed=table_view)
     tell_skipped([] if table_view else report.skipped)
     if fail_on_unexplained and report.unreadable:   # a gate cannot say there is none in a log it did not read

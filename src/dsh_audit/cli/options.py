@@ -17,6 +17,7 @@ from ..sinks import described
 from ..text import printable
 
 if TYPE_CHECKING:
+    from ..log_filter import LogFilter
     from ..readers.discover import Selection, Skipped, Unreadable
     from ..reports.filters import CallFilter
 
@@ -82,15 +83,17 @@ def top_option(*more_names: str) -> Callable[[F], F]:
 SINCE_OPTION = click.option(
     "--since", metavar="WHEN",
     help="Only what was logged from WHEN: a date (2026-12-01), a date and time (2026-12-01T09:30), or a span "
-         "back from now (7d, 24h, 2w); in UTC unless --timezone says otherwise. A call without a logged time is "
-         "then left out.")
+         "back from now (7d, 24h, 2w); in UTC unless --timezone says otherwise. Reports count the calls logged "
+         "from then (a call without a logged time is left out); verify and header-diff read the logs started from "
+         "then (a log that logs no start is read).")
 UNTIL_OPTION = click.option(
     "--until", metavar="WHEN", help="Only what was logged before WHEN (a date counts that whole day); as --since.")
 TIMEZONE_OPTION = click.option(
-    "--timezone", metavar="ZONE", help="The time zone of --since/--until's dates and of --by's days, weeks and "
-                                       "months: an IANA name such as Europe/Paris [default: UTC].")
+    "--timezone", metavar="ZONE", help="The time zone of --since/--until's dates (and of cache-report --by's days, "
+                                       "weeks and months): an IANA name such as Europe/Paris [default: UTC].")
 MODEL_OPTION = click.option("--model", "models", multiple=True, metavar="NAME",
-                            help="Only the calls to this model, as logged (repeatable).")
+                            help="Only the calls to this model, as logged (repeatable); verify and header-diff: the "
+                                 "logs whose first request is to it.")
 PROJECT_OPTION = click.option(
     "--project", "projects", multiple=True, metavar="DIR",
     help="Only the sessions run in DIR or below it: their logged cwd, against DIR made absolute (repeatable).")
@@ -111,11 +114,32 @@ def filter_options(function: F) -> F:
 
 def chosen_filter(since: str | None, until: str | None, timezone: str | None, models: tuple[str, ...] = (),
                   projects: tuple[str, ...] = ()) -> CallFilter:
-    """The filter the options given describe; a time that does not read is a usage error naming its option."""
+    """The filter of calls the options given describe; a time that does not read is a usage error naming its
+    option."""
+    from ..reports.filters import CallFilter
+
+    logs = chosen_log_filter(since, until, timezone, models, projects)
+    return CallFilter(logs.since_ms, logs.until_ms, logs.models, logs.projects)
+
+
+def filters_given(since: str | None, until: str | None, timezone: str | None, models: tuple[str, ...] = (),
+                  projects: tuple[str, ...] = ()) -> str:
+    """The filter options as given (`--since 7d --project ~/shop`), for an output that says what narrowed it."""
+    given = [("--since", since), ("--until", until), ("--timezone", timezone),
+             *(("--model", model) for model in models), *(("--project", project) for project in projects)]
+    return " ".join(f"{option} {value}" for option, value in given if value is not None)
+
+
+def chosen_log_filter(since: str | None, until: str | None, timezone: str | None, models: tuple[str, ...] = (),
+                      projects: tuple[str, ...] = ()) -> LogFilter:
+    """The filters the options given describe, for a command that takes or leaves whole logs (log_filter) and
+    as chosen_filter's base; without any, nothing is loaded (a time zone's data is a file read)."""
     from datetime import UTC, datetime
 
-    from ..reports.filters import CallFilter, moment_ms, project_path, zone
+    from ..log_filter import LogFilter, moment_ms, project_path, zone
 
+    if since is None and until is None and timezone is None:
+        return LogFilter(models=models, projects=tuple(project_path(project) for project in projects))
     try:
         where = zone(timezone)
     except ValueError as error:
@@ -128,8 +152,24 @@ def chosen_filter(since: str | None, until: str | None, timezone: str | None, mo
         except ValueError as error:
             raise click.BadParameter(str(error), param_hint=option) from None
 
-    return CallFilter(moment(since, "--since"), moment(until, "--until"), models,
-                      tuple(project_path(project) for project in projects))
+    return LogFilter(moment(since, "--since"), moment(until, "--until"), models,
+                     tuple(project_path(project) for project in projects), since, until)
+
+
+def tell_left_out(read: int, kept: int) -> None:
+    """On stderr, how many of the logs `read` the filters left out (none of their calls kept): a view's closing
+    summary counts only the logs kept."""
+    if read > kept:
+        click.echo(f"audit: {read - kept} of {read} log(s) have no call the filters keep, and are left out", err=True)
+
+
+def tell_filtered(left_out: Sequence[tuple[str, str, str]]) -> None:
+    """On stderr, how many logs each filter option left out unread (label, option, why: log_filter)."""
+    by: dict[str, int] = {}
+    for _label, option, _why in left_out:
+        by[option] = by.get(option, 0) + 1
+    for option, count in by.items():
+        click.echo(printable(f"audit: {count} log(s) left out by {option}"), err=True)
 
 
 JUNIT_OPTION = click.option(

@@ -17,7 +17,11 @@ from .options import (
     ALLOW_EVENT_OPTION,
     LOGS_ARGUMENT,
     SESSION_OPTION,
+    chosen_filter,
     chosen_paths,
+    filter_options,
+    filters_given,
+    tell_left_out,
     tell_skipped,
     tell_unreadable,
 )
@@ -42,38 +46,48 @@ unwritable output or bad usage, 3 internal error, 130 interrupted.""")
 @SESSION_OPTION
 @click.option("-o", "--out", required=True, type=click.Path(path_type=Path, allow_dash=True),
               help="The HTML file to write (its folder must exist; replaced atomically; - for stdout).")
+@filter_options
 @ALL_GENERATIONS_OPTION
 @ALLOW_EVENT_OPTION
-def report(logs: tuple[Path, ...], session: str | None, out: Path, all_generations: bool,
+def report(logs: tuple[Path, ...], session: str | None, out: Path, since: str | None, until: str | None,
+           timezone: str | None, models: tuple[str, ...], projects: tuple[str, ...], all_generations: bool,
            allow_events: tuple[str, ...]) -> int:
     """One self-contained HTML page for the LOGS (files or directories): per session, its requests' prompt
     tokens split into cache read and miss, each collapse marked with its logged cause, header changes and
     compactions on the same axis, the cumulative cost, and verify's findings; for several sessions the
     costliest collapses of all and a table of the sessions ranked by the cost lost to collapses, with when and
     where (cwd) each started, sortable by any column (over 25, only the 25 worst drawn). The figures are
-    cache-report's, with its defaults; verify's findings allow events as verify does."""
+    cache-report's, with its defaults and the same filters (--since/--until, --model, --project: the calls
+    counted, and the sessions that keep any); verify's findings allow events as verify does."""
     from ..findings import allowed_events
     from ..reports.html import render_report
-    from ..reports.one_walk import read_once
+    from ..reports.one_walk import narrowed, read_once
 
     allowed = allowed_events(allow_events)   # before the work: a bad pattern is bad usage
+    counted = chosen_filter(since, until, timezone, models, projects)
     selection = chosen_paths(logs, session)
     paths, older = selection.paths, selection.superseded
     check_output(out, inputs=selection.inputs, what="the report")   # before the work
     # The cyclic collector stays on: paused over a whole home, each log's cycles were kept to the end (0.5 MB a
     # log: 1 GB over 1,000 small sessions). read_once pauses it for each log it reads.
-    parts = read_once(paths, all_generations=all_generations, superseded=older, allow_events=allowed)
+    read = read_once(paths, all_generations=all_generations, superseded=older, allow_events=allowed)
+    parts = narrowed(read, counted)
     cache = parts.cache
+    left_out = read.cache.logs.height - cache.logs.height
+    narrowing = filters_given(since, until, timezone, models, projects)
     document = render_report(cache, parts.headers, parts.findings, inputs=[str(p) for p in paths],
                              unreadable=cache.unreadable,
                              overview=cache.logs.height > 1 or any(p.is_dir() for p in paths), origins=parts.origins,
-                             generator=_generator())
+                             generator=_generator(),
+                             filtered=f"only the calls {narrowing} keeps; {left_out} of {read.cache.logs.height} "
+                                      "session log(s) left out, none of their calls kept" if counted else "")
     size = write_output(out, document, inputs=selection.inputs, what="the report")   # never half a report
     totals = cache.totals.to_dicts()[0]
     skipped = f", {len(cache.skipped)} older generation(s) skipped" if cache.skipped else ""
     click.echo(printable(f"wrote {out} ({count(size)}B): {cache.logs.height} session log(s), "
                          f"{totals['requests']} request(s), {totals['collapses']} collapse(s), "
                          f"cost {cost(totals['costUsd'])}{skipped}"), err=is_stream(out))   # not into the page
+    tell_left_out(read.cache.logs.height, cache.logs.height)
     tell_unreadable(cache.unreadable, listed=False)
     tell_skipped(cache.skipped)
     return EXIT_CLEAN

@@ -19,7 +19,9 @@ from .options import (
     JUNIT_OPTION,
     LOGS_ARGUMENT,
     SESSION_OPTION,
+    chosen_log_filter,
     chosen_paths,
+    filter_options,
     format_option,
     ignored,
     prefix_option,
@@ -48,16 +50,20 @@ Exit codes: 0 clean, 1 findings, 2 unreadable input, unwritable --junit or bad u
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, show_default=True,
               help="Processes for a directory of logs (0: one per core). Output order does not depend on it.")
 @JUNIT_OPTION
+@filter_options
 @ALL_GENERATIONS_OPTION
 @prefix_option()
 @COLOR_OPTION
 def verify(logs: tuple[Path, ...], session: str | None, fmt: str, strict: bool, allow_events: tuple[str, ...],
            ignore_codes: tuple[str, ...], jobs: int, message_prefix: str, junit_file: Path | None,
-           all_generations: bool, color: str | None) -> int:
+           since: str | None, until: str | None, timezone: str | None, models: tuple[str, ...],
+           projects: tuple[str, ...], all_generations: bool, color: str | None) -> int:
     """Rebuild every request of each LOG (file or directory) and check every invariant.
 
     Every dsh log generation (format v0 to v4) is read; in a directory, each log's newest generation. With no
-    LOG, the sessions in dsh's session root."""
+    LOG, the sessions in dsh's session root. --since/--until, --model and --project pick logs by their session
+    header (start time, cwd) and first request's model; each log left out is listed and counted, never dropped
+    silently."""
     from ..findings import allowed_events
     from ..output import check_output
     from ..verify import verify_paths
@@ -65,6 +71,7 @@ def verify(logs: tuple[Path, ...], session: str | None, fmt: str, strict: bool, 
 
     allowed = allowed_events(allow_events)
     accepted = ignored(ignore_codes)
+    picked = chosen_log_filter(since, until, timezone, models, projects)
     chosen = chosen_paths(logs, session)
     paths = chosen.paths
     check_output(junit_file, inputs=chosen.inputs, what="the JUnit report", create_folder=True)   # before the work
@@ -74,7 +81,7 @@ def verify(logs: tuple[Path, ...], session: str | None, fmt: str, strict: bool, 
         found = verify_paths(paths, message_prefix=message_prefix, jobs=jobs or None,
                              keep_requests=fmt == "json",   # the table shows counts only
                              all_generations=all_generations, superseded=chosen.superseded,
-                             allow_events=allowed, ignore=accepted)
+                             allow_events=allowed, ignore=accepted, select=picked.outside if picked else None)
         if fmt == "json":
             from ..reports.verify_json import write_document
 

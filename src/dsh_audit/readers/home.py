@@ -183,6 +183,9 @@ class SessionScan:
 
     sessions: list[SessionInfo]
     unlisted: list[Unreadable]
+    # the short id of every session found, listed or not (a filter or a limit lists fewer): what a short name
+    # must tell apart, since --session searches them all
+    every_id: tuple[str, ...] = ()
 
 
 def scan_sessions(roots: Iterable[Path]) -> SessionScan:
@@ -201,7 +204,7 @@ def scan_sessions(roots: Iterable[Path]) -> SessionScan:
                       for info in _headers(path, children, discovery.ambiguous.get(path), root)]
         infos.extend(_linked(path, why) for path, why in discovery.links.items())
         unlisted += [Unreadable(str(folder), f"{folder}: {why}") for folder, why in sorted(discovery.unlisted.items())]
-    return SessionScan(sorted(infos, key=_newest_first), unlisted)
+    return SessionScan(sorted(infos, key=_newest_first), unlisted, tuple(info.short_id for info in infos))
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,9 +216,11 @@ class SessionOrigin:
 
 
 def session_origin(header: dict[str, object]) -> SessionOrigin:
-    """When and where the session of this header began."""
+    """When and where the session of this header began; a createdAt of 0 (generated and scrubbed logs) is none
+    logged, as a call's time of 0 is (reports.filters.logged_time)."""
     created = header.get("createdAt")
-    return SessionOrigin(created if isinstance(created, int) and not isinstance(created, bool) else None,
+    return SessionOrigin(created if isinstance(created, int) and not isinstance(created, bool) and created > 0
+                         else None,
                          _text(header.get("cwd")))
 
 

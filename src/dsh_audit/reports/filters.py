@@ -5,59 +5,13 @@ A log none of whose calls is kept leaves the report."""
 
 from __future__ import annotations
 
-import os
-import re
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, tzinfo
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import polars as pl
 
+from ..log_filter import in_project
 from .cache_report import LOG_COLUMNS, TOTAL_COLUMNS, CacheReport, log_summary, summarize
 from .render import rows_frame
-
-_RELATIVE = re.compile(r"(\d{1,6})([hdw])")
-_UNITS = {"h": "hours", "d": "days", "w": "weeks"}
-
-
-def zone(name: str | None) -> tzinfo:
-    """--timezone: an IANA name (Europe/Paris), else UTC; ValueError for a name that is none."""
-    if name is None or name.upper() == "UTC":
-        return ZoneInfo("UTC")
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(f"{name!r} is not a time zone name (such as UTC or Europe/Paris)") from None
-
-
-def moment_ms(text: str, *, zone: tzinfo, now: datetime, end: bool = False) -> int:
-    """--since/--until as epoch milliseconds: `7d`, `24h`, `2w` before `now`; an ISO date (its first moment, or
-    with `end` its last: --until 2026-12-01 counts that whole day); an ISO date and time, in `zone` unless it
-    names its own offset. ValueError for a text that is none of these."""
-    relative = _RELATIVE.fullmatch(text)
-    if relative:
-        return int((now - timedelta(**{_UNITS[relative[2]]: int(relative[1])})).timestamp() * 1000)
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is neither a date (2026-12-01), a date and time (2026-12-01T09:30) nor a "
-                            "span back from now (7d, 24h, 2w)") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=zone)
-    if end and len(text) == len("2026-12-01"):
-        moment += timedelta(days=1)
-    return int(moment.timestamp() * 1000)
-
-
-def project_path(text: str) -> str:
-    """--project as a directory: absolute (against the current directory), not resolved through links, as dsh
-    logs its cwd; without a trailing separator."""
-    return os.path.normpath(os.path.abspath(text))
-
-
-def in_project(cwd: str | None, project: str) -> bool:
-    """`cwd` is the project's directory or below it."""
-    return cwd is not None and (cwd == project or cwd.startswith(project.rstrip("/") + "/"))
 
 
 def logged_time() -> pl.Expr:

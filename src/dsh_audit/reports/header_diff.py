@@ -24,6 +24,7 @@ from deepdiff import DeepDiff
 from ..errors import DshAuditError, LogReadError
 from ..header import HeaderSnapshot, is_placeholder, system_text
 from ..jsjson import dumps
+from ..log_filter import LogFilter
 from ..readers import open_logs
 from ..readers.discover import Skipped, Unreadable, read_each
 from ..readers.progress import watching
@@ -475,12 +476,15 @@ def _run_rows(members: list[LogHeaders], unreadable: list[Unreadable]) -> list[d
 
 def build_header_diff(paths: Iterable[str | os.PathLike[str]], *, all_generations: bool = False,
                       unreadable: list[Unreadable] | None = None, skipped: list[Skipped] | None = None,
-                      superseded: Mapping[Path, Path] | None = None) -> pl.DataFrame:
+                      superseded: Mapping[Path, Path] | None = None, select: LogFilter | None = None,
+                      left_out: list[tuple[str, str, str]] | None = None) -> pl.DataFrame:
     """The header-diff report over every log at `paths` (files or directories). One log file is open at a
     time, and memory holds the rows, one run's session headers and, per log walked, its latest snapshot and
     its children's fork points. Given an `unreadable` list, a log that cannot be read is left out and named
     there (readers.discover.read_each); without one, it is an error. Given a `skipped` list, the older
-    generations left out (`superseded`: those of a log picked by --session) are added to it."""
+    generations left out (`superseded`: those of a log picked by --session) are added to it. A log `select`
+    leaves out (dsh_audit.log_filter) is not walked, and is added to `left_out` (label, option, why); a fork
+    whose parent is left out is diffed from its first snapshot."""
     runs: dict[Path, list[LogHeaders]] = {}
     per_file, missed, older = read_each(paths, lambda file, found_in: (file, log_headers(file, found_in)),
                                         all_generations=all_generations, superseded=superseded)
@@ -488,6 +492,13 @@ def build_header_diff(paths: Iterable[str | os.PathLike[str]], *, all_generation
         skipped.extend(older)
     for file, logs in per_file:
         for log in logs:
+            outside = select.left_by(log.session, log.reopen) if select else None
+            if outside is not None:
+                if log.kept is not None:   # a stream kept open for its walk
+                    log.kept.close()
+                if left_out is not None:
+                    left_out.append((log.label, *outside))
+                continue
             runs.setdefault(_run_key(file), []).append(log)
     broken: list[Unreadable] = []   # logs that failed on the way, after their header was read
     rows = [row for members in runs.values() for row in _run_rows(members, broken)]

@@ -412,12 +412,13 @@ def _summary(report: CacheReport, logs: int, findings: VerifyFindings) -> str:
 def render_report(report: CacheReport, headers: pl.DataFrame, findings: VerifyFindings, *,
                   inputs: Sequence[str] = (), unreadable: Sequence[Unreadable] = (), overview: bool | None = None,
                   origins: Mapping[str, SessionOrigin] | None = None, generator: str = "dsh-audit",
-                  detailed: int = DETAILED_SESSIONS, listed: int = SESSIONS_LISTED) -> str:
+                  detailed: int = DETAILED_SESSIONS, listed: int = SESSIONS_LISTED, filtered: str = "") -> str:
     """The whole page. `report`: build_cache_report's; `headers`: build_header_diff's over the same logs;
     `findings`: verify_findings(verify_paths(...)); `origins`: each log's start and cwd (from its header, on the
     same walk: reports.one_walk). `overview` (default: more than one log) adds the costliest collapses of all and
     the sortable table of sessions. Sessions are ranked worst first (RANKED_BY): the `detailed` worst are
-    drawn, the `listed` worst are rows of the table; the page says so."""
+    drawn, the `listed` worst are rows of the table; the page says so. `filtered`: what narrowed `report` (the
+    filter options as given, and how many logs they left out), said under the inputs."""
     origins = origins or {}
     ranked = ranked_logs(report.logs, findings.tally)
     logs = ranked.head(listed).to_dicts()
@@ -455,6 +456,7 @@ def render_report(report: CacheReport, headers: pl.DataFrame, findings: VerifyFi
         "<title>dsh-audit report</title>", f"<style>{STYLE}</style></head><body>",
         "<header><h1>dsh-audit report</h1>",
         f'<p class="meta">{esc(", ".join(shown_path(p) for p in inputs))}</p>' if inputs else "",
+        f'<p class="meta" id="filtered">{esc(filtered)}</p>' if filtered else "",
         f'<p id="summary">{esc(_summary(report, ranked.height, findings))}</p>',
         '<p class="note">Per request (x: turn.step#attempt, in log order): prompt tokens (input + cache read) split '
         "into cache read and miss; × a collapse, coloured by its logged cause; ▼ a header change and ◆ a compaction "

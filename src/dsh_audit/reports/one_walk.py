@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import polars as pl
@@ -25,6 +25,7 @@ from ..readers.home import SessionOrigin, session_origin
 from ..verify import LogReport, check_end, check_header, noting, paused_gc
 from ..walker import Walker
 from .cache_report import CacheFrames, CacheOptions, CacheReport, CallTaker, calls_frame
+from .filters import CallFilter, filtered
 from .header_diff import COLUMNS, ForkPoints, LogHeaders, Run, SnapshotTaker, log_headers
 from .html import VerifyFindings, verify_findings
 from .prediction import RealHeader
@@ -56,8 +57,22 @@ def read_once(paths: Iterable[str | os.PathLike[str]], *, all_generations: bool 
     findings = verify_findings(reading.reports(paths, all_generations, superseded))
     cache = reading.cache()
     shown = set(cache.logs["log"].to_list())   # a log cache-report cannot read has no row to date
-    return PageParts(cache, reading.headers(), findings,
-                     {label: origin for label, origin in reading.origins.items() if label in shown})
+    origins = {label: origin for label, origin in reading.origins.items() if label in shown}
+    cache = replace(cache, cwds={label: origin.cwd for label, origin in origins.items()})   # for --project
+    return PageParts(cache, reading.headers(), findings, origins)
+
+
+def narrowed(parts: PageParts, chosen: CallFilter) -> PageParts:
+    """The parts of the calls `chosen` keeps, as cache-report narrows its report (reports.filters): the
+    figures of the calls kept, and the header changes and verify's findings of the logs that keep any."""
+    if not chosen:
+        return parts
+    cache = filtered(parts.cache, chosen)
+    kept = pl.col("log").is_in(cache.logs["log"].to_list())
+    findings = VerifyFindings(parts.findings.shown.filter(kept), parts.findings.tally.filter(kept),
+                              parts.findings.skipped)
+    origins = {label: origin for label, origin in parts.origins.items() if label in set(cache.logs["log"])}
+    return PageParts(cache, parts.headers.filter(kept), findings, origins)
 
 
 @dataclass(slots=True)

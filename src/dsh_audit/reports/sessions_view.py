@@ -1,5 +1,7 @@
-"""The terminal view of `audit sessions`: a row per session, newest first, fitted to the terminal by the views'
-one table renderer (dsh_audit.reports.views.table)."""
+"""The terminal view of `audit sessions`: a row per session, fitted to the terminal by the views' one table
+renderer (dsh_audit.reports.views.table). Sessions are named as cache-report names them (reports.ranking: the
+shortest start of the id, of at least 8 characters, that no other session below the root shares) and money and
+ratios read as in every view (views.usd, views.percent)."""
 
 from __future__ import annotations
 
@@ -9,9 +11,10 @@ from pathlib import Path
 from ..readers.home import SessionInfo, SessionScan
 from ..sessions import iso
 from ..text import display, head
-from .views import Column, Terminal, located_error, table, wrap
+from .ranking import short_ids
+from .views import EMPTY, Column, Terminal, located_error, percent, table, usd, wrap
 
-ID_WIDTH = 13        # a uuid's first two groups: enough to tell sessions apart
+ID_WIDTH = 36        # cells: a uuid's length; a longer name (a folder's, where no id is logged) is cut
 _UNITS = ("kB", "MB", "GB", "TB")
 
 
@@ -26,21 +29,20 @@ def humane_size(size: int) -> str:
     raise AssertionError("unreachable")
 
 
-def _cost(cost: float | None) -> str:
-    return "-" if cost is None else f"${cost:.4f}"
+def names(scan: SessionScan) -> list[str]:
+    """Each listed session's name: the shortest start of its id that tells it from every session found, else
+    (an id another session shares) the whole id."""
+    prefixes = dict(zip(scan.every_id, short_ids(scan.every_id), strict=True))
+    return [prefixes.get(info.short_id) or info.short_id for info in scan.sessions]
 
 
-def _hit(ratio: float | None) -> str:
-    return "-" if ratio is None else f"{100 * ratio:.1f} %"
-
-
-def cells(info: SessionInfo) -> dict[str, str]:
-    # Cut without an ellipsis: the short id is meant to be pasted as a --session prefix.
-    return {"id": head(display(info.short_id), ID_WIDTH, cells=True), "last": iso(info.last_activity),
-            "generation": "-" if info.generation is None else f"v{info.generation}",
-            "requests": "-" if info.requests is None else str(info.requests), "hit": _hit(info.hit_ratio),
-            "cost": _cost(info.cost_usd), "lost": _cost(info.lost_usd) if info.lost_usd else "-",
-            "size": humane_size(info.size), "cwd": "(unreadable)" if info.error is not None else info.cwd or "-"}
+def cells(info: SessionInfo, name: str | None = None) -> dict[str, str]:
+    # Cut without an ellipsis: the name is meant to be pasted as a --session prefix.
+    return {"id": head(display(name or info.short_id), ID_WIDTH, cells=True), "last": iso(info.last_activity),
+            "generation": EMPTY if info.generation is None else f"v{info.generation}",
+            "requests": EMPTY if info.requests is None else str(info.requests), "hit": percent(info.hit_ratio),
+            "cost": usd(info.cost_usd), "lost": usd(info.lost_usd) if info.lost_usd else "",
+            "size": humane_size(info.size), "cwd": "(unreadable)" if info.error is not None else info.cwd or EMPTY}
 
 
 # Narrow terminals lose the size, then the generation, the request count, the hit ratio and the cost, and keep
@@ -63,7 +65,8 @@ def render(scan: SessionScan, root: Path, term: Terminal) -> str:
     """A row per session, columns dropped (then the cwd cut) to fit the terminal; under an unreadable session's
     row, why it cannot be read; under the table, each folder that could not be listed."""
     infos = scan.sessions
-    rows = table([cells(info) for info in infos], COLUMNS, width=term.width, wide=False, indent="")
+    rows = table([cells(info, name) for info, name in zip(infos, names(scan), strict=True)], COLUMNS,
+                 width=term.width, wide=False, indent="")
     lines = [term.style(rows[0], bold=True)]
     for info, row in zip(infos, rows[1:], strict=True):
         if info.error is None:

@@ -60,6 +60,7 @@ def report_json(report: LogReport, strict: bool) -> dict[str, Any]:
         "log": report.label, "generation": report.generation, "ok": not report.failed(strict),
         "failedBy": failing_rule(report.findings, report.unlisted, strict) or None,
         "skipped": report.skipped, "supersededBy": report.superseded_by, "ignored": report.ignored,
+        "leftOutBy": report.left_out_by, "leftOut": report.left_out,
         "events": report.events,
         "readError": report.read_error, "rejectedByReference": report.rejected,
         "unlistedFindings": report.unlisted,

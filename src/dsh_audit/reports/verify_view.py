@@ -44,6 +44,9 @@ def _log(report: LogReport, label: str, term: Terminal, strict: bool) -> list[st
     if report.ignored is not None:
         return [term.style(line, dim=True) for line in
                 status_row("ignored", label, f"  (not a dsh log: {report.ignored})", term.width)]
+    if report.left_out_by is not None:
+        return [term.style(line, dim=True) for line in
+                status_row("left out", label, f"  (by {report.left_out_by}: {report.left_out})", term.width)]
     status = "UNREADABLE" if report.read_error else ("FAIL" if report.failed(strict) else "ok")
     generation = f"v{report.generation}" if report.generation is not None else "v?"
     rule = f"; {failing_rule(report.findings, report.unlisted, strict)}" if status == "FAIL" else ""
@@ -103,5 +106,6 @@ def _summary_line(totals: dict[str, Any]) -> str:
     notes = f", {totals['notes']} note(s)" if totals["notes"] else ""
     skipped = f", {totals['skipped']} older generation(s) skipped" if totals["skipped"] else ""
     skipped += f", {totals['ignored']} file(s) that are not dsh logs ignored" if totals["ignored"] else ""
+    skipped += "".join(f", {count} log(s) left out by {option}" for option, count in totals["leftOut"].items())
     return (f"{totals['logs']} log(s), {totals['failed']} failed, {totals['requests']} request(s) rebuilt, "
             f"{totals['errors']} error(s), {totals['warnings']} warning(s){notes}{skipped}")
