@@ -8,8 +8,9 @@ Any other key, a value of another type or a code that is not registered is one l
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from .errors import DshAuditError
 from .findings import ignored_code_problem
@@ -19,8 +20,7 @@ CONFIG_NAME = "dsh-audit.toml"
 _LIMIT = 1 << 20   # bytes: a config of a few lines; a larger file is refused unread
 
 
-@dataclass(frozen=True, slots=True)
-class Config:
+class Config(msgspec.Struct, frozen=True):
     ignore: tuple[str, ...] = ()
 
 
