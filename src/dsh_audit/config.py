@@ -7,7 +7,6 @@ Any other key, a value of another type or a code that is not registered is one l
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import msgspec
@@ -32,6 +31,8 @@ def project_config(directory: Path | None = None) -> Config:
     if not path.exists() and not path.is_symlink():
         return Config()
     data = read_found(path, limit=_LIMIT, below=folder, what="the config file")
+    import tomllib  # here: most runs have no config file, and need not load a TOML parser
+
     try:
         table = tomllib.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
