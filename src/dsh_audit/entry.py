@@ -5,7 +5,7 @@ SIGINT and SIGTERM are taken here, before the command's modules are imported, so
 SIGTERM), no traceback (dsh_audit.stopping). Only the standard library is imported before that.
 
 The cyclic collector is off while the command line's modules load: they allocate only long-lived objects
-(modules, classes, functions, options), which it rescanned some thirty times for nothing, about 6% of the CPU of
+(modules, classes, functions, options), which it rescanned some thirty times for nothing, about 7% of the work of
 `audit verify` on a small log (benchmarks/startup.py). They are then frozen (gc.freeze), so no later collection
 rescans them either, in this process or a `verify -j` worker forked from it."""
 
