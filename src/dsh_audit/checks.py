@@ -5,7 +5,7 @@ finding. A new check is added to CHECKS, with its twin once the fast verifier mi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from .findings import Report
 from .records import LogSource
@@ -15,8 +15,7 @@ from .vocabulary import validate_event
 from .walker import CheckType, Walked
 
 
-@dataclass(frozen=True, slots=True)
-class RegisteredCheck:
+class RegisteredCheck(msgspec.Struct, frozen=True):
     build: CheckType
     fast_twin: str | None   # what in the fast path mirrors it; None: nothing does, the fast path declines
 

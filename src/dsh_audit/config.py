@@ -7,9 +7,9 @@ Any other key, a value of another type or a code that is not registered is one l
 
 from __future__ import annotations
 
-import tomllib
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from .errors import DshAuditError
 from .findings import ignored_code_problem
@@ -19,8 +19,7 @@ CONFIG_NAME = "dsh-audit.toml"
 _LIMIT = 1 << 20   # bytes: a config of a few lines; a larger file is refused unread
 
 
-@dataclass(frozen=True, slots=True)
-class Config:
+class Config(msgspec.Struct, frozen=True):
     ignore: tuple[str, ...] = ()
 
 
@@ -32,6 +31,8 @@ def project_config(directory: Path | None = None) -> Config:
     if not path.exists() and not path.is_symlink():
         return Config()
     data = read_found(path, limit=_LIMIT, below=folder, what="the config file")
+    import tomllib  # here: most runs have no config file, and need not load a TOML parser
+
     try:
         table = tomllib.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:

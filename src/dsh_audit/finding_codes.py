@@ -6,12 +6,12 @@ list is generated from this one (`python -m dsh_audit.finding_codes README.md`, 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
 
-@dataclass(frozen=True, slots=True)
-class FindingCode:
+
+class FindingCode(msgspec.Struct, frozen=True):
     code: str
     severity: str   # "error" | "warning" (fails a log under --strict) | "info" (never fails one)
     refuses: bool   # the reference refuses to load or reconstruct a log with it (Finding.rejects)

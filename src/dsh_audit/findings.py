@@ -6,7 +6,6 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from difflib import get_close_matches
 from fnmatch import fnmatchcase
 
 from .errors import DshAuditError
@@ -155,6 +154,8 @@ def ignored_code_problem(code: str) -> str | None:
     """Why `code` cannot be ignored (it is no registered finding code, dsh_audit.finding_codes), or None."""
     if code in CODES:
         return None
+    from difflib import get_close_matches  # here: only a code that is not one loads it
+
     close = get_close_matches(code, CODES, n=1)
     return (f"{display(repr(code))} is not a finding code" + (f"; did you mean {close[0]!r}?" if close else
             "; the codes are listed in the README and docs/ci.md"))

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from .findings import Finding, Report
 from .generations import Generation
 from .header import (
@@ -41,8 +43,7 @@ CLOSES_ATTEMPT = ("assistant/message", "step/start", "step/end", "turn/start", "
 SETTLEMENTS = ("assistant/message", "assistant/attempt")
 
 
-@dataclass(frozen=True, slots=True)
-class Cause:
+class Cause(msgspec.Struct, frozen=True):
     """A logged event that explains why a request is not an append-extension of its predecessor."""
 
     kind: str  # "header-change" | "options-change" | "model-change" | "resume" | "initial" | "replace" |
@@ -51,8 +52,7 @@ class Cause:
     detail: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class RequestParts:
+class RequestParts(msgspec.Struct, frozen=True):
     """A request body by reference: O(1) to keep, O(request) to serialize, so a consumer that needs few bodies
     (cache-report at prefix breaks) builds only those. `surface` is the surface's message list, taken with
     `Surface.pinned_visible`: the surface appends to it in place but never changes what it holds (a replace

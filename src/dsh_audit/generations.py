@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+import msgspec
+
 from .vocabulary import generations_document, schema_at, vocabulary
 
 
@@ -94,8 +96,7 @@ _CANONICAL = re.compile(r"^session(?:\.(?P<child>[0-9]+))?(?:\.v(?P<version>[1-9
 _SUFFIX = re.compile(r"\.v(?P<version>[1-9][0-9]*)\.jsonl(?:\.zstd?)?$")
 
 
-@dataclass(frozen=True, slots=True)
-class LogName:
+class LogName(msgspec.Struct, frozen=True):
     """What a file name says: its log group (main session or child index) and generation, when it says."""
 
     group: str          # "session", "session.2", or the name itself for a non-canonical file

@@ -6,8 +6,9 @@ The reference keeps `config` exactly as logged, keeps `adapterDefaults` only whe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from .jsjson import dumps
 
@@ -51,8 +52,7 @@ def canonical_header(header: dict[str, Any], *, system: bool = True) -> dict[str
     return canonical
 
 
-@dataclass(frozen=True, slots=True)
-class HeaderSnapshot:
+class HeaderSnapshot(msgspec.Struct, frozen=True):
     """One `request/header` event, folded: canonical header plus its pre-serialized request parts."""
 
     seq: int

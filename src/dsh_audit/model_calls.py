@@ -5,8 +5,9 @@ fast path (fastpath.calls) build them, by the same rules, from the same helpers 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from .findings import Finding
 from .fold import RebuiltRequest
@@ -14,8 +15,7 @@ from .readers.jsonvalue import parse_json
 from .records import LogRecord
 
 
-@dataclass(slots=True)
-class OtherCall:
+class OtherCall(msgspec.Struct):
     """A logged model call outside the loop's requests: a compaction's one-shot summary call (its usage and
     envelope logged), a response logged with neither a chunk nor a header in force (authored logs: its usage
     logged), the session's title call (its request logged, never its usage: `title_request`), or a side call a

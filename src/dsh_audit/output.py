@@ -25,9 +25,10 @@ import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal, TypeGuard, cast, overload
+
+import msgspec
 
 from . import stopping
 from .errors import DshAuditError
@@ -58,8 +59,7 @@ def new_file_mode() -> int:
     return 0o666 & ~umask()
 
 
-@dataclass(frozen=True, slots=True)
-class _Plan:
+class _Plan(msgspec.Struct, frozen=True):
     """Where and how a target is written."""
 
     kind: Literal["stdout", "stderr", "through", "replace"]

@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Protocol
 
+import msgspec
+
 from .generations import Generation, generation
 
 JSON = Any  # a decoded JSON value
@@ -22,8 +24,7 @@ class PackedRun(Protocol):
     def events(self) -> Iterator[dict[str, Any]]: ...
 
 
-@dataclass(slots=True)
-class LogRecord:
+class LogRecord(msgspec.Struct):
     """One decoded event.
 
     `event` is the event object as stored (type, data, and where present seq, time, surfaceOp,
@@ -49,8 +50,7 @@ class LogRecord:
         return 1 if self.run is None else len(self.run)
 
 
-@dataclass(slots=True)
-class TornTail:
+class TornTail(msgspec.Struct):
     """What a reader dropped at the end of a crash-truncated log, and why."""
 
     line: int
@@ -105,8 +105,7 @@ def _expanded(records: Iterator[LogRecord]) -> Iterator[LogRecord]:
                             explicit_seq=record.explicit_seq)
 
 
-@dataclass(slots=True)
-class RequestDigest:
+class RequestDigest(msgspec.Struct):
     """One rebuilt request as verify reports it (and `rebuild --format digest` prints it), from either verifier:
     `causes` as `kind@seq: detail`."""
 

@@ -8,12 +8,12 @@ recognised without building a set.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 
-@dataclass(frozen=True, slots=True)
-class SeqFacts:
+
+class SeqFacts(msgspec.Struct, frozen=True):
     all_int: bool       # every item is an int (bool and float are not); the other fields need it
     low: int = 0        # smallest and largest item (0 for an empty list)
     high: int = 0

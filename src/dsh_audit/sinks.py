@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from .errors import DshAuditError
 from .text import printable
@@ -20,8 +21,7 @@ if TYPE_CHECKING:
     from .reports.views import Terminal
 
 
-@dataclass(frozen=True, slots=True)
-class Sink:
+class Sink(msgspec.Struct, frozen=True):
     name: str
     summary: str                      # what it is, for --help
     extensions: tuple[str, ...] = ()  # of an --out file written in it

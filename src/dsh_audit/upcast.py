@@ -10,9 +10,10 @@ view itself differs (dispatch boundary, system prompt placement) the fold follow
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
+
+import msgspec
 
 from .generations import generation, generations
 from .vocabulary import vocabulary
@@ -20,8 +21,7 @@ from .vocabulary import vocabulary
 Event = dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class Edge:
+class Edge(msgspec.Struct, frozen=True):
     """What changes in the vocabulary from generation `source` to `source + 1`."""
 
     source: int

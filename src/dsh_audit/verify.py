@@ -7,10 +7,11 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from . import fastpath
 from .checks import walk_checks
@@ -31,12 +32,11 @@ FINDINGS_KEPT = 10_000   # per log; beyond, findings are counted by severity, no
 Select = Callable[[LogSource], tuple[str, str] | None]
 
 
-@dataclass(slots=True)
-class LogReport:
+class LogReport(msgspec.Struct):
     label: str
     generation: int | None = None    # the log format version read (None: unreadable before its header)
-    findings: list[Finding] = field(default_factory=list)
-    requests: DigestSpool = field(default_factory=DigestSpool)   # kept only with keep_requests
+    findings: list[Finding] = msgspec.field(default_factory=list)
+    requests: DigestSpool = msgspec.field(default_factory=DigestSpool)   # kept only with keep_requests
     request_count: int = 0
     events: int = 0
     read_error: str | None = None    # the log could not be read at all (exit 2)
@@ -46,7 +46,7 @@ class LogReport:
     left_out: str | None = None      # and what the log says against it (`started 2026-11-20 09:30 UTC`)
     seconds: float = 0.0             # wall time spent verifying it (JUnit reports it per test case)
     fast_path: bool = False          # decided by the fast path (dsh_audit.fastpath); the report is the same either way
-    unlisted: dict[str, int] = field(default_factory=dict)   # findings past FINDINGS_KEPT: counted by severity
+    unlisted: dict[str, int] = msgspec.field(default_factory=dict)   # findings past FINDINGS_KEPT: counted by severity
     unlisted_rejects: bool = False
 
     keep_requests: bool = True

@@ -7,8 +7,9 @@ it, never by reading another module's state back; a new check is registered in d
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any, Protocol
+
+import msgspec
 
 from .admission import Admission
 from .errors import LogRejected
@@ -20,8 +21,7 @@ from .records import LogRecord, LogSource
 Event = dict[str, Any]
 
 
-@dataclass(slots=True)
-class Walked:
+class Walked(msgspec.Struct):
     """One step of the walk. At the end of the log a last step with `record` None may carry the attempt
     that was still open."""
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+
+import msgspec
 
 from .. import checks
 from ..digest_spool import DigestLines, DigestSpool
@@ -30,8 +31,7 @@ __all__ = ["SWITCH", "Decided", "Doubt", "decide", "fast_calls", "fast_verify"]
 SWITCH = "DSH_AUDIT_FAST_PATH"
 
 
-@dataclass(frozen=True, slots=True)
-class Decided:
+class Decided(msgspec.Struct, frozen=True):
     """A log the fast path accepted: no finding, these events and requests."""
 
     events: int

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, BinaryIO
 
@@ -70,8 +69,7 @@ def refuse_seqless(source: LogSource, kind: str) -> None:
         raise Doubt("seq not contiguous or absent")
 
 
-@dataclass(frozen=True, slots=True)
-class Body:
+class Body(msgspec.Struct, frozen=True):
     """The lines after a log's header, and how the verifier reads them (FastVerifier.feed and finish)."""
 
     lines: Iterator[bytes]

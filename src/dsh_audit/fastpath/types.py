@@ -30,7 +30,6 @@ import sys
 import types
 import typing
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from typing import Any
 from urllib.parse import urljoin
@@ -185,8 +184,7 @@ class SeqList:
         return values
 
 
-@dataclass(slots=True)
-class _Type:
+class _Type(msgspec.Struct):
     source: str           # the annotation, as Python source
     closed: bool          # Struct equality is the verifier's dict equality (no open object drops keys)
     provable: bool        # msgspec writes every decoded value as JSON.stringify would (up to `Any` positions)
@@ -198,13 +196,12 @@ class _Type:
 _ANY_KINDS = frozenset({"object", "array", "string", "integer", "number", "boolean", "null"})
 
 
-@dataclass(slots=True)
-class _Class:
+class _Class(msgspec.Struct):
     name: str
-    fields: list[tuple[str, str, str, bool]] = field(default_factory=list)   # attr, json name, type, required
-    options: dict[str, Any] = field(default_factory=dict)
+    fields: list[tuple[str, str, str, bool]] = msgspec.field(default_factory=list)   # attr, json name, type, required
+    options: dict[str, Any] = msgspec.field(default_factory=dict)
     # attr, check, holds an Any, converter
-    checks: list[tuple[str, str | None, bool, str | None]] = field(default_factory=list)
+    checks: list[tuple[str, str | None, bool, str | None]] = msgspec.field(default_factory=list)
     closed: bool = True
     provable: bool = True
 
@@ -543,16 +540,14 @@ class _Generator:
         return "\n".join(lines)
 
 
-@dataclass(frozen=True, slots=True)
-class MessageType:
+class MessageType(msgspec.Struct, frozen=True):
     decoder: msgspec.json.Decoder[Any]
     provable: bool    # its Structs can be length-proved (floats and unbounded integers cannot)
     closed: bool      # equality of its Structs is the verifier's dict equality
     anyish: bool      # it holds `Any` positions, whose values are checked while decoding (types.plain)
 
 
-@dataclass(frozen=True, slots=True)
-class FastTypes:
+class FastTypes(msgspec.Struct, frozen=True):
     """One generation's generated decoders."""
 
     generation: int

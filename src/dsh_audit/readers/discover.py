@@ -16,9 +16,10 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
+
+import msgspec
 
 from dsh_audit.errors import DshAuditError, LogReadError
 from dsh_audit.generations import parse_log_name
@@ -148,22 +149,21 @@ def _walk(directory: Path, discovery: Discovery) -> list[Path]:
     return sorted(found)
 
 
-@dataclass(slots=True)
-class Discovery:
+class Discovery(msgspec.Struct):
     """The logs to read, in order; the older generations left out (each with the file read instead);
     generations stored twice (compressed and not), which cannot be told apart and are read as errors; and what
     a gate must not pass over in silence: files that are not dsh logs, folders that could not be listed, links
     with a log's name (never followed), directories with no log at all. `found_in` maps each file the walk found
     to the folder given it was found in: it is opened from there without following a link (`opener`)."""
 
-    files: list[Path] = field(default_factory=list)
-    skipped: dict[Path, Path] = field(default_factory=dict)
-    ambiguous: dict[Path, str] = field(default_factory=dict)
-    ignored: dict[Path, str] = field(default_factory=dict)    # .jsonl files and databases that are not dsh logs
-    unlisted: dict[Path, str] = field(default_factory=dict)   # folders a walk could not list, and why
-    links: dict[Path, str] = field(default_factory=dict)      # links with a log's name, not followed, and why
-    found_in: dict[Path, Path] = field(default_factory=dict)  # a file the walk found -> the folder given
-    empty: list[Path] = field(default_factory=list)           # directories given with no dsh log below them
+    files: list[Path] = msgspec.field(default_factory=list)
+    skipped: dict[Path, Path] = msgspec.field(default_factory=dict)
+    ambiguous: dict[Path, str] = msgspec.field(default_factory=dict)
+    ignored: dict[Path, str] = msgspec.field(default_factory=dict)    # .jsonl files and databases that are not dsh logs
+    unlisted: dict[Path, str] = msgspec.field(default_factory=dict)   # folders a walk could not list, and why
+    links: dict[Path, str] = msgspec.field(default_factory=dict)      # links with a log's name, not followed, and why
+    found_in: dict[Path, Path] = msgspec.field(default_factory=dict)  # a file the walk found -> the folder given
+    empty: list[Path] = msgspec.field(default_factory=list)           # directories given with no dsh log below them
 
 
 def _newest_generations(found: list[Path], discovery: Discovery) -> list[Path]:
@@ -248,16 +248,14 @@ def no_log_below(directory: Path, discovery: Discovery) -> str:
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
-class Unreadable:
+class Unreadable(msgspec.Struct, frozen=True):
     """A log (or a folder) a report could not read, and why, in one line that names it."""
 
     label: str
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class Skipped:
+class Skipped(msgspec.Struct, frozen=True):
     """An older generation a report left out, as dsh does, and the newer log it read instead."""
 
     label: str
@@ -268,13 +266,12 @@ class Skipped:
         return f"{self.label}: skipped: an older generation; read {self.read_instead}"
 
 
-@dataclass(frozen=True, slots=True)
-class Selection:
+class Selection(msgspec.Struct, frozen=True):
     """What a command reads: `paths`; for a session picked by --session, the older generations of its log it
     skips, each with the log read instead (readers.discover.discover_logs reports them as a walk does)."""
 
     paths: list[Path]
-    superseded: dict[Path, Path] = field(default_factory=dict)
+    superseded: dict[Path, Path] = msgspec.field(default_factory=dict)
 
     @property
     def inputs(self) -> list[Path]:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+
+import msgspec
 
 from dsh_audit.errors import DshAuditError, LogReadError
 
@@ -53,8 +54,7 @@ def describe(size: int) -> str:
     return f"{size} bytes"
 
 
-@dataclass(frozen=True, slots=True)
-class InputLimits:
+class InputLimits(msgspec.Struct, frozen=True):
     """The caps one read is held to. `from_env` is what the readers use unless a caller passes its own."""
 
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES

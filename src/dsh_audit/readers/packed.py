@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from itertools import accumulate
 
 import msgspec
@@ -110,12 +109,14 @@ class MalformedRow(ValueError):
         super().__init__(f"malformed {tag} storage row: {why}")
 
 
-@dataclass(frozen=True, slots=True)
-class MemberBounds:
+class MemberBounds(msgspec.Struct, frozen=True):
     """How many members a row may hold. JSONL accepts any non-empty run; SQLite schema 17 bounds it."""
 
     minimum: int = 1
     maximum: int | None = None
+
+
+_ANY_RUN = MemberBounds()   # JSONL's
 
 
 def _gap_bounds(values: list[JSON]) -> tuple[int, int] | None:
@@ -155,8 +156,7 @@ def _members(tag: str, data: dict[str, JSON], payload_key: str, bounds: MemberBo
     return payload, bounds_of_gaps
 
 
-@dataclass(frozen=True, slots=True)
-class PackedRow:
+class PackedRow(msgspec.Struct, frozen=True):
     """A validated packed row: a run of same-block delta chunks of one step, kept packed until someone needs
     the members (the fold only looks at the first: deltas never open, close or bill an attempt)."""
 
@@ -214,7 +214,7 @@ def _times_stay_safe(time: int, gaps: list[JSON], bounds: tuple[int, int]) -> bo
 
 
 def check_row(tag: str, seq0: JSON, time0: JSON, data: JSON, *,
-              bounds: MemberBounds = MemberBounds()) -> PackedRow:
+              bounds: MemberBounds = _ANY_RUN) -> PackedRow:
     """Validate a packed row as the reference's decoder does. `seq0`/`time0` are None in the committed-fixture
     form: the members then carry no `seq`/`time` keys (the reader supplies the position-implied seq)."""
     first_seq = None if seq0 is None else safe_int(seq0)

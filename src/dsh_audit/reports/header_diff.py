@@ -14,12 +14,13 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 from deepdiff import DeepDiff
+from msgspec import structs
 
 from ..errors import DshAuditError, LogReadError
 from ..header import HeaderSnapshot, is_placeholder, system_text
@@ -157,7 +158,7 @@ class SnapshotTaker:
         head = self.head_of[1]
         seen = self.seen
         if header is not None and (header is not seen[0] or head != seen[1]):
-            shown = header if header is not seen[0] else replace(header, reason="system/message")
+            shown = header if header is not seen[0] else structs.replace(header, reason="system/message")
             snap = Snapshot(record.seq, self.turn, self.step, _with_head(shown, head, self.in_surface))
             if self.rows is not None:
                 self.rows.extend(_snapshot_rows(self.log, snap, self.previous, self.against))
@@ -183,7 +184,7 @@ def _with_head(header: HeaderSnapshot, head: str, in_surface: bool) -> HeaderSna
     if head:
         raw["system"] = head
     scrubbed = tuple(key for key in ("system", "tools") if is_placeholder(raw.get(key)))
-    return replace(header, raw=raw, placeholders=scrubbed)
+    return structs.replace(header, raw=raw, placeholders=scrubbed)
 
 
 def _int(value: Any) -> int | None:

@@ -16,9 +16,9 @@ import re
 import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 from rich.cells import cell_len
 
 from ..text import clip, display, first_character, for_terminal, head
@@ -97,8 +97,7 @@ def shown_path(label: str) -> str:
 
 
 # -- terminal -------------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Terminal:
+class Terminal(msgspec.Struct, frozen=True):
     width: int
     color: bool
 
@@ -149,8 +148,7 @@ def terminal(choice: str | None = None, *, stream: Any = None) -> Terminal:
 
 
 # -- tables that fit ------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Column:
+class Column(msgspec.Struct, frozen=True):
     title: str
     cell: Callable[[dict[str, Any]], str]
     rank: int = 0            # 0 is kept longest; higher ranks are dropped first when the terminal is narrow
