@@ -270,3 +270,43 @@ def test_export_and_query_outputs_keep_to_their_schemas(built: Path, tmp_path: P
         rows = Draft202012Validator({"$ref": "#/$defs/row", "$defs": schema(f"query-{question}")["$defs"]})
         for row in pl.read_parquet(parquet).with_columns(pl.col(pl.Date).cast(pl.String)).iter_rows(named=True):
             rows.validate(row)
+
+
+def test_small_files_are_compacted_and_a_compacted_log_can_still_be_replaced(built: Path, tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    logs = tmp_path / "logs"
+    for copy in range(4):   # four sessions of each generation: several logs in each partition folder
+        shutil.copytree(built, logs / f"copy{copy}")
+    monkeypatch.setattr(dataset_module, "COMPACT_AT", 2)
+    dataset, clean = tmp_path / "fleet", tmp_path / "clean"
+    summary = export([logs], dataset)
+    assert summary.compacted > 0
+    names = {path.name for _, path in written_files(dataset)}
+    assert any(name.startswith("compact-") for name in names)
+    assert not any(name.startswith("part-") for name in names)
+    manifest = json.loads((dataset / "_manifest.json").read_text())
+    named = {name for entry in manifest["logs"].values() for name in entry["files"]}
+    assert named == {path.relative_to(dataset).as_posix() for _, path in written_files(dataset)}
+    changed = logs / "copy2" / "v4"
+    write_log(changed, 4, log_text(4, turns=5))
+    again = export([logs], dataset)
+    assert (again.replaced, again.skipped) == (1, summary.files - 1)
+    monkeypatch.setattr(dataset_module, "COMPACT_AT", 1000)
+    export([logs], clean)
+    assert_same_rows(dataset, clean)
+    assert_totals_equal(dataset, logs)
+
+
+def test_a_log_exported_before_and_unreadable_now_keeps_its_rows(built: Path, tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    shutil.copytree(built, logs)
+    dataset = tmp_path / "fleet"
+    run("export", str(logs), "--to", str(dataset))
+    before = snapshot(dataset)
+    [log] = (logs / "v2").glob("session*.jsonl")
+    log.write_text("{torn")   # rewritten into no log at all: a log that vanished mid-run reads the same
+    code, out, err = run("export", str(logs), "--to", str(dataset), "--json")
+    assert code == 2 and json.loads(out)["kept"] == 1 and str(log) in err
+    after = snapshot(dataset)
+    for table in TABLES:
+        assert after[table].equals(before[table]), table

@@ -55,7 +55,8 @@ def export(logs: tuple[Path, ...], to: Path, jobs: int, fmt: str, allow_events: 
         click.echo(printable(
             f"exported to {summary.dataset}: {summary.files} log file(s), {summary.new} new, {summary.replaced} "
             f"replaced, {summary.unchanged} unchanged, {summary.skipped} skipped (as recorded), "
-            f"{len(summary.unreadable)} unreadable; {summary.sessions} session(s) in the dataset; cache block "
+            f"{len(summary.unreadable)} unreadable ({summary.kept} of them kept from an earlier run); "
+            f"{summary.sessions} session(s) in the dataset; cache block "
             f"{summary.cache_block} ({summary.cache_block_basis})"))
     for name, why in summary.unreadable:
         click.echo(printable(f"audit: {why}" if why.startswith(name) else f"audit: {name}: {why}"), err=True)

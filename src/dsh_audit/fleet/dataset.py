@@ -10,6 +10,7 @@ below folders it made itself and never through a link (readers/found.py: the hou
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pyarrow.parquet as pq
 
 from ..errors import DshAuditError
 from ..output import new_file_mode
@@ -30,6 +32,8 @@ MANIFEST = "_manifest.json"
 FORMAT = "dsh-audit/dataset"
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"   # a null partition value, as Hive, polars and DuckDB name it
 CHECKPOINT_EVERY = 200   # logs written between two saves of the manifest
+COMPACT_AT = 64          # per-log files a partition folder may hold before they are merged into one
+COMPACTED = "compact-"   # the name of a merged file, which holds the rows of many logs
 
 
 class DatasetError(DshAuditError):
@@ -89,22 +93,24 @@ class Dataset:
 
     def put(self, exported: ExportedLog, run: int) -> str:
         """Write one log file's rows and name them in the manifest, replacing what it held of an earlier
-        version of the file. Returns what was done: new, replaced or unchanged (same content hash)."""
+        version of the file. Returns what was done: new, replaced, unchanged (the same content hash), or kept (it
+        cannot be read now: its rows from an earlier run stay, nothing exported is lost)."""
         before = self.logs.get(exported.key)
-        entry: dict[str, Any] = {"file": exported.file, "size": exported.size, "sha256": exported.sha256,
-                 "mtimeNs": exported.mtime_ns, "status": "unreadable" if exported.error else "read",
-                 "error": exported.error, "blocks": exported.blocks, "run": run}
-        if before is not None and before["status"] == "read" and before["sha256"] == exported.sha256 \
-                and exported.error is None:
-            before.update(mtimeNs=exported.mtime_ns, run=run)   # touched, not changed: its rows stand
-            return "unchanged"
+        if before is not None and before["status"] == "read":
+            if exported.error is not None:
+                before["lastError"] = exported.error
+                return "kept"
+            if before["sha256"] == exported.sha256:
+                before.update(mtimeNs=exported.mtime_ns, run=run)   # touched, not changed: its rows stand
+                return "unchanged"
         written = self._write(exported)
-        entry["files"] = written
-        self.logs[exported.key] = entry
-        if before is not None:
-            for name in before["files"]:   # the rows of its earlier content, in files of other names
-                if name not in written:
-                    (self.root / name).unlink(missing_ok=True)
+        self.logs[exported.key] = {
+            "file": exported.file, "size": exported.size, "sha256": exported.sha256, "mtimeNs": exported.mtime_ns,
+            "status": "unreadable" if exported.error else "read", "error": exported.error,
+            "blocks": exported.blocks, "files": written, "run": run}
+        for name in before["files"] if before is not None else []:   # its earlier rows, in files of other names
+            if name not in written:
+                self._drop(exported.key, name)
         self.unsaved += 1
         if self.unsaved >= CHECKPOINT_EVERY:
             self.save()
@@ -147,6 +153,55 @@ class Dataset:
             self._made.add(folder)
         return folder
 
+    def _drop(self, key: str, name: str) -> None:
+        """Remove `key`'s rows from the file `name`: a file of its own is deleted, a compacted one rewritten
+        without them (under the same name: the manifest still names it for the other logs)."""
+        path = self.root / name
+        if not path.name.startswith(COMPACTED):
+            path.unlink(missing_ok=True)
+            return
+        kept = pl.read_parquet(path).filter(pl.col("key") != key)
+        if kept.height:
+            self._replace(path, kept, name.split("/", 1)[0])
+        else:   # no log's rows left: no entry names it once the manifest is saved, and a sweep would remove it
+            path.unlink()
+
+    def compact(self) -> int:
+        """Merge the per-log files of each partition folder that holds more than COMPACT_AT into one file,
+        streamed (memory holds one log's rows), and name it in the manifest in their place. Returns how many
+        files were merged. Atomic: the merged file is renamed into place, the manifest saved, and only then the
+        merged files removed; a crash between leaves files no entry names, which the next open sweeps."""
+        merged: dict[str, str] = {}
+        for table in TABLES:
+            folder = self.root / table
+            for partition in sorted(_folders_below(folder)) if folder.is_dir() else []:
+                parts = sorted(entry.name for entry in os.scandir(partition)
+                               if entry.name.startswith("part-") and entry.is_file(follow_symlinks=False))
+                if len(parts) > COMPACT_AT:
+                    merged.update(self._merge(table, partition, parts))
+        if not merged:
+            return 0
+        for entry in self.logs.values():
+            entry["files"] = list(dict.fromkeys(merged.get(name, name) for name in entry["files"]))
+        self.save()
+        for name in merged:
+            (self.root / name).unlink(missing_ok=True)
+        return len(merged)
+
+    def _merge(self, table: str, partition: Path, parts: list[str]) -> dict[str, str]:
+        digest = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+        target = partition / f"{COMPACTED}{digest}.parquet"
+        temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        schema = pl.DataFrame(schema=TABLES[table]).to_arrow().schema
+        with pq.ParquetWriter(temporary, schema) as writer:
+            writer.add_key_value_metadata({"dsh-audit-dataset": f"{table}/{DATASET_VERSION}"})
+            for name in parts:
+                writer.write_table(pl.read_parquet(partition / name).to_arrow().cast(schema))
+        os.chmod(temporary, new_file_mode())
+        os.replace(temporary, target)
+        relative = partition.relative_to(self.root).as_posix()
+        return {f"{relative}/{name}": f"{relative}/{target.name}" for name in parts}
+
     def save(self) -> None:
         """The manifest written to a hidden name, then renamed over the old one."""
         self.manifest.update(format=FORMAT, version=DATASET_VERSION)
@@ -183,6 +238,12 @@ def read_manifest(root: Path) -> dict[str, Any] | None:
 
 def _partition(value: Any) -> str:
     return NULL_PARTITION if value is None else str(value)
+
+
+def _folders_below(folder: Path) -> list[Path]:
+    """The partition folders below a table's: those two levels down, links not followed."""
+    return [Path(inner.path) for outer in os.scandir(folder) if outer.is_dir(follow_symlinks=False)
+            for inner in os.scandir(outer.path) if inner.is_dir(follow_symlinks=False)]
 
 
 def _files_below(folder: Path) -> list[Path]:

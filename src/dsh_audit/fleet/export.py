@@ -53,6 +53,7 @@ class ExportSummary:
     new: int = 0
     replaced: int = 0
     unchanged: int = 0      # read again (size or time changed) but the same content: rows kept
+    kept: int = 0           # exported before, unreadable now: its earlier rows kept (and it is in `unreadable`)
     skipped: int = 0        # not read: size and modification time as recorded
     unreadable: list[tuple[str, str]] = field(default_factory=list)   # (input, why)
     older_generations: int = 0
@@ -60,13 +61,15 @@ class ExportSummary:
     sessions: int = 0       # session logs in the dataset after the run
     cache_block: int = 0
     cache_block_basis: str = ""
+    compacted: int = 0      # per-log files merged into one per partition folder
 
     def as_json(self) -> dict[str, Any]:
         return {"dataset": self.dataset, "files": self.files, "new": self.new, "replaced": self.replaced,
-                "unchanged": self.unchanged, "skipped": self.skipped,
+                "unchanged": self.unchanged, "kept": self.kept, "skipped": self.skipped,
                 "unreadable": [{"input": name, "reason": why} for name, why in self.unreadable],
                 "olderGenerations": self.older_generations, "ignored": self.ignored, "sessions": self.sessions,
-                "cacheBlock": self.cache_block, "cacheBlockBasis": self.cache_block_basis}
+                "cacheBlock": self.cache_block, "cacheBlockBasis": self.cache_block_basis,
+                "compacted": self.compacted}
 
 
 def dsh_audit_version() -> str:
@@ -128,10 +131,11 @@ def export(sources: Sequence[str | os.PathLike[str]], root: Path, *, options: Ex
     summary.cache_block, summary.cache_block_basis = report_block([(str(label), int(size))
                                                                    for label, size in blocks])
     summary.sessions = sum(len(entry["blocks"]) for entry in dataset.logs.values())
+    summary.compacted = dataset.compact()
     record.update(finished=now(), complete=True, cacheBlock=summary.cache_block,
                   cacheBlockBasis=summary.cache_block_basis, files=summary.files, new=summary.new,
-                  replaced=summary.replaced, unchanged=summary.unchanged, skipped=summary.skipped,
-                  unreadable=len(summary.unreadable))
+                  replaced=summary.replaced, unchanged=summary.unchanged, kept=summary.kept, skipped=summary.skipped,
+                  unreadable=len(summary.unreadable), compacted=summary.compacted)
     dataset.save()
     return summary
 
