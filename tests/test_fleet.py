@@ -310,3 +310,34 @@ def test_a_log_exported_before_and_unreadable_now_keeps_its_rows(built: Path, tm
     after = snapshot(dataset)
     for table in TABLES:
         assert after[table].equals(before[table]), table
+
+
+def doc_blocks(language: str) -> list[str]:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "fleet.md").read_text(encoding="utf-8")
+    return [block.split("```", 1)[0] for block in text.split(f"```{language}\n")[1:]]
+
+
+def test_the_documented_polars_and_duckdb_queries_answer_as_audit_query(built: Path, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    duckdb = pytest.importorskip("duckdb")
+    logs = tmp_path / "logs"
+    for copy in range(2):
+        shutil.copytree(built, logs / f"copy{copy}")
+    run("export", str(logs), str(build_messy_home(tmp_path / "sessions")), "--to", str(tmp_path / "fleet"))
+    monkeypatch.chdir(tmp_path)   # the snippets name the dataset fleet/
+    by_model = query.waste(Path("fleet"), "model").sort("model", nulls_last=True)
+    snippet = doc_blocks("python")[0]   # the second is the Ray job
+    scope: dict[str, Any] = {}
+    exec(compile(snippet.replace("(own.group_by", "answer = (own.group_by"), "fleet.md", "exec"), scope)
+    polars_answer = scope["answer"].sort("model", nulls_last=True)
+    assert polars_answer["lostUsd"].to_list() == pytest.approx(by_model["lostUsd"].to_list())
+    assert polars_answer["hit"].to_list() == pytest.approx(by_model["hitRatio"].to_list(), nan_ok=True)
+    [sql] = doc_blocks("sql")
+    models, projects, statuses = (duckdb.sql(statement).fetchall()
+                                  for statement in sql.split(";") if statement.strip())
+    assert sorted((m, pytest.approx(lost)) for m, lost, _ in models if m) == \
+           sorted((m, pytest.approx(lost)) for m, lost in by_model.select("model", "lostUsd").rows() if m)
+    by_project = query.waste(Path("fleet"), "project")
+    assert {p: lost for p, lost in projects} == pytest.approx(dict(by_project.select("project", "lostUsd").rows()))
+    verdicts = query.scan(Path("fleet"), "logs").group_by("generation", "status").len().collect().rows()
+    assert sorted(statuses, key=str) == sorted(verdicts, key=str)
