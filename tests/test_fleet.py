@@ -341,3 +341,21 @@ def test_the_documented_polars_and_duckdb_queries_answer_as_audit_query(built: P
     assert {p: lost for p, lost in projects} == pytest.approx(dict(by_project.select("project", "lostUsd").rows()))
     verdicts = query.scan(Path("fleet"), "logs").group_by("generation", "status").len().collect().rows()
     assert sorted(statuses, key=str) == sorted(verdicts, key=str)
+
+
+@pytest.mark.parametrize("planted", ["calls", "_manifest.json"])
+def test_a_link_planted_in_the_dataset_is_never_written_through(planted: str, built: Path, tmp_path: Path) -> None:
+    dataset, elsewhere = tmp_path / "fleet", tmp_path / "elsewhere"
+    run("export", str(built / "v1"), "--to", str(dataset))
+    elsewhere.mkdir()
+    target = dataset / planted
+    if planted == "calls":
+        shutil.rmtree(target)
+        target.symlink_to(elsewhere, target_is_directory=True)
+    else:
+        (elsewhere / planted).write_bytes(target.read_bytes())
+        target.unlink()
+        target.symlink_to(elsewhere / planted)
+    code, _, err = run("export", str(built), "--to", str(dataset))
+    assert code == 2 and err.count("\n") == 1 and "link" in err
+    assert [path.name for path in elsewhere.iterdir()] == ([] if planted == "calls" else [planted])
