@@ -27,6 +27,7 @@ from dsh_audit.fleet.export import export
 from dsh_audit.fleet.unit import ExportedLog, ExportOptions, export_log
 from dsh_audit.generations import generations
 from homebuilder import build_messy_home
+from test_fastpath import generate
 from test_numbers import log_text, write_log
 
 
@@ -44,9 +45,24 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def sources(name: str, built: Path, tmp_path: Path) -> Path:
+@pytest.fixture(scope="module")
+def bench_like(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """benchmarks/generate_log.py's logs, smaller: compactions under pressure, zstd, v0, v3 and v4, a folder each."""
+    root = tmp_path_factory.mktemp("bench")
+    for name, *args in (("a/session.jsonl", "--size", "300KB"),
+                        ("b/session.v3.jsonl", "--size", "300KB", "--generation", "3", "--seed", "2"),
+                        ("c/session.v4.jsonl", "--size", "300KB", "--generation", "4", "--seed", "3"),
+                        ("d/session.jsonl.zst", "--size", "200KB", "--zstd", "--seed", "4")):
+        (root / name).parent.mkdir()
+        generate(root / Path(name).parent, Path(name).name, *args, "--compaction", "pressure", "--context-kb", "20")
+    return root
+
+
+def sources(name: str, built: Path, tmp_path: Path, bench_like: Path) -> Path:
     if name == "built":
         return built
+    if name == "bench":
+        return bench_like
     if name == "home":
         return build_messy_home(tmp_path / "sessions")
     if not (LOGS_ROOT / "manifest.json").exists():
@@ -77,10 +93,10 @@ def assert_verdicts_equal(dataset: Path, logs: Path) -> None:
     assert status["logs"].sum() == expected["logs"]
 
 
-@pytest.mark.parametrize("name", ["built", "corpus", "home"])
-def test_the_dataset_s_totals_and_verdicts_are_cache_report_s_and_verify_s(name: str, built: Path,
-                                                                            tmp_path: Path) -> None:
-    logs, dataset = sources(name, built, tmp_path), tmp_path / "fleet"
+@pytest.mark.parametrize("name", ["built", "corpus", "home", "bench"])
+def test_the_dataset_s_totals_and_verdicts_are_cache_report_s_and_verify_s(name: str, built: Path, tmp_path: Path,
+                                                                            bench_like: Path) -> None:
+    logs, dataset = sources(name, built, tmp_path, bench_like), tmp_path / "fleet"
     code, _, err = run("export", str(logs), "--to", str(dataset), "-j", "2")
     assert code == (2 if name == "home" else 0), err
     assert_totals_equal(dataset, logs)
