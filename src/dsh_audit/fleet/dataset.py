@@ -17,10 +17,13 @@ import stat
 from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import DshAuditError
@@ -122,19 +125,23 @@ class Dataset:
         for table, arrow in exported.tables.items():
             if arrow.num_rows == 0:
                 continue
-            frame = pl.from_arrow(arrow)
-            assert isinstance(frame, pl.DataFrame)
-            for values, part in frame.partition_by(list(PARTITIONS), as_dict=True, maintain_order=True).items():
+            # A file is one session, as a rule: one partition, written as it is (a store's may span several)
+            where = sorted(set(zip(*(arrow[column].to_pylist() for column in PARTITIONS), strict=True)), key=str)
+            for values in where:
                 folder = self._folder(table, *(f"{column}={_partition(value)}"
                                                for column, value in zip(PARTITIONS, values, strict=True)))
-                self._replace(folder / name, part.drop(list(PARTITIONS)), table)
+                part = arrow if len(where) == 1 else arrow.filter(_in_partition(values))
+                self._replace(folder / name, part.drop_columns(list(PARTITIONS)), table)
                 written.append((folder / name).relative_to(self.root).as_posix())
         return written
 
-    def _replace(self, target: Path, frame: pl.DataFrame, table: str) -> None:
-        """`frame` written to a hidden name beside `target`, then renamed onto it."""
+    def _replace(self, target: Path, rows: pa.Table, table: str) -> None:
+        """`rows` written to a hidden name beside `target`, in the table's declared columns, then renamed onto
+        it."""
         temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        frame.write_parquet(temporary, metadata={"dsh-audit-dataset": f"{table}/{DATASET_VERSION}"})
+        schema = _file_schema(table)
+        pq.write_table(rows.cast(schema).replace_schema_metadata(
+            {"dsh-audit-dataset": f"{table}/{DATASET_VERSION}"}), temporary)
         os.chmod(temporary, new_file_mode())
         os.replace(temporary, target)
 
@@ -160,8 +167,8 @@ class Dataset:
         if not path.name.startswith(COMPACTED):
             path.unlink(missing_ok=True)
             return
-        kept = pl.read_parquet(path).filter(pl.col("key") != key)
-        if kept.height:
+        kept = pq.read_table(path).filter(pc.field("key") != key)
+        if kept.num_rows:
             self._replace(path, kept, name.split("/", 1)[0])
         else:   # no log's rows left: no entry names it once the manifest is saved, and a sweep would remove it
             path.unlink()
@@ -192,11 +199,10 @@ class Dataset:
         digest = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
         target = partition / f"{COMPACTED}{digest}.parquet"
         temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        schema = pl.DataFrame(schema=TABLES[table]).to_arrow().schema
+        schema = _file_schema(table).with_metadata({"dsh-audit-dataset": f"{table}/{DATASET_VERSION}"})
         with pq.ParquetWriter(temporary, schema) as writer:
-            writer.add_key_value_metadata({"dsh-audit-dataset": f"{table}/{DATASET_VERSION}"})
             for name in parts:
-                writer.write_table(pl.read_parquet(partition / name).to_arrow().cast(schema))
+                writer.write_table(pq.read_table(partition / name).cast(schema))
         os.chmod(temporary, new_file_mode())
         os.replace(temporary, target)
         relative = partition.relative_to(self.root).as_posix()
@@ -234,6 +240,19 @@ def read_manifest(root: Path) -> dict[str, Any] | None:
         raise DatasetError(f"was written by a newer dsh-audit (dataset format {version}; this one reads up to "
                            f"{DATASET_VERSION}): upgrade dsh-audit; nothing was changed", path=str(path))
     return manifest
+
+
+@cache
+def _file_schema(table: str) -> pa.Schema:
+    """The Arrow schema of a file of `table`: its declared columns (columns.TABLES)."""
+    return pl.DataFrame(schema=TABLES[table]).to_arrow().schema
+
+
+def _in_partition(values: tuple[Any, ...]) -> pc.Expression:
+    """The rows whose partition columns hold `values` (None: null)."""
+    matches = [pc.field(column).is_null() if value is None else pc.field(column) == value
+               for column, value in zip(PARTITIONS, values, strict=True)]
+    return matches[0] & matches[1]
 
 
 def _partition(value: Any) -> str:

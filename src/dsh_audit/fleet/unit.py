@@ -11,6 +11,7 @@ import hashlib
 import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +98,13 @@ def failed(exported: ExportedLog, error: str) -> ExportedLog:
 
 
 def _table(table: str, rows: list[dict[str, Any]]) -> pa.Table:
-    return pl.DataFrame(rows, schema=scanned_columns(table), orient="row").to_arrow()
+    return pa.Table.from_pylist(rows, schema=_arrow_schema(table))
+
+
+@cache
+def _arrow_schema(table: str) -> pa.Schema:
+    """The Arrow schema of a table's rows with their partition columns."""
+    return pl.DataFrame(schema=scanned_columns(table)).to_arrow().schema
 
 
 def _date(created_ms: int | None) -> Any:
