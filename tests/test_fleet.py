@@ -375,3 +375,23 @@ def test_a_link_planted_in_the_dataset_is_never_written_through(planted: str, bu
     code, _, err = run("export", str(built), "--to", str(dataset))
     assert code == 2 and err.count("\n") == 1 and "link" in err
     assert [path.name for path in elsewhere.iterdir()] == ([] if planted == "calls" else [planted])
+
+
+def page_parts(page: str) -> tuple[str, list[str], int]:
+    """The page's summary, its sessions table's rows (sorted: ties may rank in another order) and how many
+    sessions it draws."""
+    summary = page.split('<p id="summary">', 1)[1].split("</p>", 1)[0]
+    table = page.split('<tbody>', 1)[1].split("</tbody>", 1)[0] if '<table class="sortable"' in page else ""
+    return summary, sorted(table.split("<tr>")), page.count('<section class="session"')
+
+
+@pytest.mark.parametrize("name", ["bench", "home"])
+def test_report_of_a_dataset_is_the_report_of_its_logs(name: str, built: Path, tmp_path: Path,
+                                                       bench_like: Path) -> None:
+    logs, dataset = sources(name, built, tmp_path, bench_like), tmp_path / "fleet"
+    run("export", str(logs), "--to", str(dataset))
+    code, _, err = run("report", str(dataset), "-o", str(tmp_path / "fleet.html"))
+    assert code == 0, err
+    run("report", str(logs), "-o", str(tmp_path / "logs.html"))
+    fleet, direct = ((tmp_path / page).read_text(encoding="utf-8") for page in ("fleet.html", "logs.html"))
+    assert page_parts(fleet) == page_parts(direct)

@@ -35,6 +35,7 @@ Examples:
   audit report session.v3.jsonl -o report.html    one session: its plot, collapses and findings
   audit report ~/.dsh/sessions -o sessions.html   every session, with a sortable overview table
   audit report --session 3f2a -o 3f2a.html        the session whose id starts with 3f2a
+  audit report fleet/ -o fleet.html               a dataset audit export wrote: the fleet's overview
 The file is self-contained: open it from disk, it loads nothing from the network.
 Exit codes: 0 written (a log that cannot be read is named in the page and left out), 2 nothing readable, an
 unwritable output or bad usage, 3 internal error, 130 interrupted.""")
@@ -51,8 +52,10 @@ def report(logs: tuple[Path, ...], session: str | None, out: Path, all_generatio
     compactions on the same axis, the cumulative cost, and verify's findings; for several sessions the
     costliest collapses of all and a table of the sessions ranked by the cost lost to collapses, with when and
     where (cwd) each started, sortable by any column (over 25, only the 25 worst drawn). The figures are
-    cache-report's, with its defaults; verify's findings allow events as verify does."""
+    cache-report's, with its defaults; verify's findings allow events as verify does. A dataset audit export
+    wrote (the one LOGS given) is drawn from its tables: the fleet's overview."""
     from ..findings import allowed_events
+    from ..fleet.report import dataset_parts, is_dataset
     from ..reports.html import render_report
     from ..reports.one_walk import read_once
 
@@ -60,13 +63,16 @@ def report(logs: tuple[Path, ...], session: str | None, out: Path, all_generatio
     selection = chosen_paths(logs, session)
     paths, older = selection.paths, selection.superseded
     check_output(out, inputs=selection.inputs, what="the report")   # before the work
-    # The cyclic collector stays on: paused over a whole home, each log's cycles were kept to the end (0.5 MB a
-    # log: 1 GB over 1,000 small sessions). read_once pauses it for each log it reads.
-    parts = read_once(paths, all_generations=all_generations, superseded=older, allow_events=allowed)
-    cache = parts.cache
-    document = render_report(cache, parts.headers, parts.findings, inputs=[str(p) for p in paths],
+    if session is None and len(paths) == 1 and is_dataset(paths[0]):
+        cache, headers, findings, origins = dataset_parts(paths[0])
+    else:
+        # The cyclic collector stays on: paused over a whole home, each log's cycles were kept to the end (0.5 MB
+        # a log: 1 GB over 1,000 small sessions). read_once pauses it for each log it reads.
+        parts = read_once(paths, all_generations=all_generations, superseded=older, allow_events=allowed)
+        cache, headers, findings, origins = parts.cache, parts.headers, parts.findings, parts.origins
+    document = render_report(cache, headers, findings, inputs=[str(p) for p in paths],
                              unreadable=cache.unreadable,
-                             overview=cache.logs.height > 1 or any(p.is_dir() for p in paths), origins=parts.origins,
+                             overview=cache.logs.height > 1 or any(p.is_dir() for p in paths), origins=origins,
                              generator=_generator())
     size = write_output(out, document, inputs=selection.inputs, what="the report")   # never half a report
     totals = cache.totals.to_dicts()[0]
