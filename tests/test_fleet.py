@@ -395,3 +395,14 @@ def test_report_of_a_dataset_is_the_report_of_its_logs(name: str, built: Path, t
     run("report", str(logs), "-o", str(tmp_path / "logs.html"))
     fleet, direct = ((tmp_path / page).read_text(encoding="utf-8") for page in ("fleet.html", "logs.html"))
     assert page_parts(fleet) == page_parts(direct)
+
+
+def test_a_link_planted_at_a_temporary_name_is_removed_not_written_through(built: Path, tmp_path: Path) -> None:
+    dataset, elsewhere = tmp_path / "fleet", tmp_path / "elsewhere.json"
+    run("export", str(built / "v1"), "--to", str(dataset))
+    elsewhere.write_text("mine")
+    (dataset / f"._manifest.json.{os.getpid()}.tmp").symlink_to(elsewhere)
+    code, _, err = run("export", str(built), "--to", str(dataset))
+    assert code == 0, err
+    assert elsewhere.read_text() == "mine"
+    assert json.loads((dataset / "_manifest.json").read_text())["runs"][-1]["complete"]

@@ -138,7 +138,7 @@ class Dataset:
     def _replace(self, target: Path, rows: pa.Table, table: str) -> None:
         """`rows` written to a hidden name beside `target`, in the table's declared columns, then renamed onto
         it."""
-        temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        temporary = _temporary(target)
         schema = _file_schema(table)
         pq.write_table(rows.cast(schema).replace_schema_metadata(
             {"dsh-audit-dataset": f"{table}/{DATASET_VERSION}"}), temporary)
@@ -198,7 +198,7 @@ class Dataset:
     def _merge(self, table: str, partition: Path, parts: list[str]) -> dict[str, str]:
         digest = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
         target = partition / f"{COMPACTED}{digest}.parquet"
-        temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        temporary = _temporary(target)
         schema = _file_schema(table).with_metadata({"dsh-audit-dataset": f"{table}/{DATASET_VERSION}"})
         with pq.ParquetWriter(temporary, schema) as writer:
             for name in parts:
@@ -211,7 +211,7 @@ class Dataset:
     def save(self) -> None:
         """The manifest written to a hidden name, then renamed over the old one."""
         self.manifest.update(format=FORMAT, version=DATASET_VERSION)
-        temporary = self.root / f".{MANIFEST}.{os.getpid()}.tmp"
+        temporary = _temporary(self.root / MANIFEST)
         temporary.write_text(json.dumps(self.manifest, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         os.replace(temporary, self.root / MANIFEST)
         self.unsaved = 0
@@ -240,6 +240,14 @@ def read_manifest(root: Path) -> dict[str, Any] | None:
         raise DatasetError(f"was written by a newer dsh-audit (dataset format {version}; this one reads up to "
                            f"{DATASET_VERSION}): upgrade dsh-audit; nothing was changed", path=str(path))
     return manifest
+
+
+def _temporary(target: Path) -> Path:
+    """The hidden name `target` is written under before its rename; whatever was there (a link planted to make
+    the write land elsewhere) is removed first, never written through."""
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    temporary.unlink(missing_ok=True)
+    return temporary
 
 
 @cache

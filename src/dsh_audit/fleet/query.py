@@ -23,7 +23,7 @@ def scan(root: Path, table: str) -> pl.LazyFrame:
         raise DshAuditError("is not a dsh-audit dataset (no _manifest.json): write one with audit export",
                             path=str(root))
     folder = root / table
-    if not any(folder.rglob("*.parquet")) if folder.is_dir() else True:
+    if not folder.is_dir() or next(folder.rglob("*.parquet"), None) is None:   # no row written yet
         return pl.LazyFrame(schema={**TABLES[table], **PARTITIONS})
     return pl.scan_parquet(folder / "**" / "*.parquet", hive_partitioning=True, hive_schema=PARTITIONS,
                            schema=TABLES[table])
