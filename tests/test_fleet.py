@@ -406,3 +406,18 @@ def test_a_link_planted_at_a_temporary_name_is_removed_not_written_through(built
     assert code == 0, err
     assert elsewhere.read_text() == "mine"
     assert json.loads((dataset / "_manifest.json").read_text())["runs"][-1]["complete"]
+
+
+def test_memory_holds_one_log_s_rows_not_the_run_s(built: Path, tmp_path: Path) -> None:
+    """Ten times the logs, about the same peak: each log's rows are written as they arrive."""
+    from cli_child import run_audit
+
+    peaks = {}
+    for copies in (8, 80):
+        logs = tmp_path / f"logs{copies}"
+        for copy in range(copies):
+            shutil.copytree(built, logs / f"copy{copy}")
+        done = run_audit("export", logs, "--to", tmp_path / f"fleet{copies}", as_limit=4 << 30, timeout=300)
+        assert done.code == 0, done.err
+        peaks[copies] = done.peak_rss
+    assert peaks[80] < peaks[8] + (24 << 20), peaks
