@@ -51,11 +51,6 @@ TABLES: dict[str, dict[str, Any]] = {
 }
 
 
-def file_columns(table: str) -> dict[str, Any]:
-    """The columns a Parquet file of `table` holds: its own, without the partitions."""
-    return TABLES[table]
-
-
 def scanned_columns(table: str) -> dict[str, Any]:
     """The columns a hive scan of `table` gives: its own and the partitions."""
     return {**TABLES[table], **PARTITIONS}
