@@ -170,6 +170,8 @@ def test_bad_usage_exits_2() -> None:
 JSON_COMMANDS = (("verify", str(SAMPLE)), ("rebuild", str(SAMPLE)), ("cache-report", str(SAMPLE)),
                  ("header-diff", str(SAMPLE)), ("explain", str(SAMPLE), "1.2#1"),
                  ("sessions", "--root", str(SAMPLE.parents[1])))
+# These write or read a dataset: tests/test_fleet.py checks their --json on one
+DATASET_JSON_COMMANDS = {"export", "query"}
 
 
 def test_json_is_short_for_format_json_on_every_command_that_has_it() -> None:
@@ -180,7 +182,7 @@ def test_json_is_short_for_format_json_on_every_command_that_has_it() -> None:
     with_json = {name for name, param in formats.items() if "json" in getattr(param.type, "choices", ())}
     flagged = {name for name, command in commands.items() if command
                and any(param.name == "as_json" for param in command.params)}
-    assert with_json == flagged == {command for command, *_ in JSON_COMMANDS}
+    assert with_json == flagged == {command for command, *_ in JSON_COMMANDS} | DATASET_JSON_COMMANDS
     for command, *args in JSON_COMMANDS:
         assert run(command, "--json", *args) == run(command, "--format", "json", *args), command
         assert json.loads(run(command, "--json", "--format", "json", *args)[1])["schema"].startswith("dsh-audit/")

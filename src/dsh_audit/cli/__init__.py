@@ -150,8 +150,15 @@ class _LazyGroup(click.Group):
                    "marked with its logged cause, header changes and compactions on the same axis, the "
                    "cumulative cost, and verify's findings; for several sessions a table of them, sortable by "
                    "cost, hit ratio and the rest (over 25, ranked worst first and only the 25 worst drawn)."),
+        "export": ("export:export", "Export every LOG (files or directories) into a hive-partitioned Parquet "
+                   "dataset: tables logs, requests, calls, findings and header_changes, partitioned by generation "
+                   "and date, with a manifest; a log already exported with the same content is skipped, a changed "
+                   "one replaces its rows."),
         "golden": ("golden:golden", "Golden-log CI mode: pin every log's rebuilt request digests in "
                    "DIR/dsh-audit.golden.json."),
+        "query": ("query:query", "Answer a fleet question over a DATASET written by audit export: totals, "
+                  "cache waste per model, project or day, the header changes before collapses, verification "
+                  "status."),
         "rebuild": ("rebuild:rebuild", "Print the exact request(s) the model saw, rebuilt from LOG (or the "
                     "--session picked)."),
         "schema": ("schema:schema", "Print the JSON Schema (draft 2020-12) of one machine output, or with no "

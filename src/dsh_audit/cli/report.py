@@ -39,6 +39,7 @@ Examples:
   audit report session.v3.jsonl -o report.html    one session: its plot, collapses and findings
   audit report ~/.dsh/sessions -o sessions.html   every session, with a sortable overview table
   audit report --session 3f2a -o 3f2a.html        the session whose id starts with 3f2a
+  audit report fleet/ -o fleet.html               a dataset audit export wrote: the fleet's overview
 The file is self-contained: open it from disk, it loads nothing from the network.
 Exit codes: 0 written (a log that cannot be read is named in the page and left out), 2 nothing readable, an
 unwritable output or bad usage, 3 internal error, 130 interrupted.""")
@@ -58,8 +59,10 @@ def report(logs: tuple[Path, ...], session: str | None, out: Path, since: str | 
     costliest collapses of all and a table of the sessions ranked by the cost lost to collapses, with when and
     where (cwd) each started, sortable by any column (over 25, only the 25 worst drawn). The figures are
     cache-report's, with its defaults and the same filters (--since/--until, --model, --project: the calls
-    counted, and the sessions that keep any); verify's findings allow events as verify does."""
+    counted, and the sessions that keep any); verify's findings allow events as verify does. A dataset audit export
+    wrote (the one LOGS given) is drawn from its tables: the fleet's overview (the filters are audit query's there)."""
     from ..findings import allowed_events
+    from ..fleet.report import dataset_parts, is_dataset
     from ..reports.html import render_report
     from ..reports.one_walk import narrowed, read_once
 
@@ -68,26 +71,33 @@ def report(logs: tuple[Path, ...], session: str | None, out: Path, since: str | 
     selection = chosen_paths(logs, session)
     paths, older = selection.paths, selection.superseded
     check_output(out, inputs=selection.inputs, what="the report")   # before the work
-    # The cyclic collector stays on: paused over a whole home, each log's cycles were kept to the end (0.5 MB a
-    # log: 1 GB over 1,000 small sessions). read_once pauses it for each log it reads.
-    read = read_once(paths, all_generations=all_generations, superseded=older, allow_events=allowed)
-    parts = narrowed(read, counted)
-    cache = parts.cache
-    left_out = read.cache.logs.height - cache.logs.height
-    narrowing = filters_given(since, until, timezone, models, projects)
-    document = render_report(cache, parts.headers, parts.findings, inputs=[str(p) for p in paths],
+    if session is None and len(paths) == 1 and is_dataset(paths[0]):
+        if counted:
+            raise click.UsageError("--since/--until/--model/--project narrow logs, not a dataset's overview "
+                                   "(its calls carry their time, model and project: docs/fleet.md)")
+        cache, headers, findings, origins = dataset_parts(paths[0])
+        read_count, filtered = cache.logs.height, ""
+    else:
+        # The cyclic collector stays on: paused over a whole home, each log's cycles were kept to the end (0.5 MB
+        # a log: 1 GB over 1,000 small sessions). read_once pauses it for each log it reads.
+        read = read_once(paths, all_generations=all_generations, superseded=older, allow_events=allowed)
+        parts = narrowed(read, counted)
+        cache, headers, findings, origins = parts.cache, parts.headers, parts.findings, parts.origins
+        read_count = read.cache.logs.height
+        narrowing = filters_given(since, until, timezone, models, projects)
+        filtered = (f"only the calls {narrowing} keeps; {read_count - cache.logs.height} of {read_count} "
+                    "session log(s) left out, none of their calls kept") if counted else ""
+    document = render_report(cache, headers, findings, inputs=[str(p) for p in paths],
                              unreadable=cache.unreadable,
-                             overview=cache.logs.height > 1 or any(p.is_dir() for p in paths), origins=parts.origins,
-                             generator=_generator(),
-                             filtered=f"only the calls {narrowing} keeps; {left_out} of {read.cache.logs.height} "
-                                      "session log(s) left out, none of their calls kept" if counted else "")
+                             overview=cache.logs.height > 1 or any(p.is_dir() for p in paths), origins=origins,
+                             generator=_generator(), filtered=filtered)
     size = write_output(out, document, inputs=selection.inputs, what="the report")   # never half a report
     totals = cache.totals.to_dicts()[0]
     skipped = f", {len(cache.skipped)} older generation(s) skipped" if cache.skipped else ""
     click.echo(printable(f"wrote {out} ({count(size)}B): {cache.logs.height} session log(s), "
                          f"{totals['requests']} request(s), {totals['collapses']} collapse(s), "
                          f"cost {cost(totals['costUsd'])}{skipped}"), err=is_stream(out))   # not into the page
-    tell_left_out(read.cache.logs.height, cache.logs.height)
+    tell_left_out(read_count, cache.logs.height)
     tell_unreadable(cache.unreadable, listed=False)
     tell_skipped(cache.skipped)
     return EXIT_CLEAN

@@ -76,7 +76,7 @@ def narrowed(parts: PageParts, chosen: CallFilter) -> PageParts:
 
 
 @dataclass(slots=True)
-class _Walked:
+class Walked:
     """One log's three parts once walked: verify's report, its unjudged call rows or why cache-report cannot
     read it, and its header-diff rows."""
 
@@ -84,6 +84,7 @@ class _Walked:
     frame: pl.DataFrame | None
     cache_error: DshAuditError | None
     header_rows: list[dict[str, object]] = field(default_factory=list)
+    origin: SessionOrigin | None = None   # when and where the session began, once its header is read
 
 
 class _Reading:
@@ -100,7 +101,7 @@ class _Reading:
         self.runs: dict[Path, tuple[int, Run]] = {}   # by folder: where header-diff puts the run, and the run
         self.places: dict[int, tuple[Run, int]] = {}  # by id of a LogHeaders: its run, its place in it
         self.opened: dict[Path, list[LogHeaders] | Exception] = {}   # each file's logs, or why not, till its turn
-        self.walked: dict[int, _Walked] = {}          # by id of a LogHeaders: walked, not yet handed on
+        self.walked: dict[int, Walked] = {}          # by id of a LogHeaders: walked, not yet handed on
         self.header_rows: dict[int, list[dict[str, object]]] = {}
         self.origins: dict[str, SessionOrigin] = {}
 
@@ -172,79 +173,11 @@ class _Reading:
         for one in walked:
             yield one.report
 
-    def _walk(self, run: Run, k: int) -> _Walked:
-        """Log `k` of `run`, walked once for all three parts. A walk that fails keeps verify's findings so far;
-        cache-report and header-diff then leave the log out, as they do; a number too large for a report's rows
-        stops cache-report's part alone."""
-        log = run.members[k]
-        try:
-            start = run.start(k)
-        except DshAuditError:   # a fork cycle's parent could not be walked: header-diff leaves this log out
-            start = None
-        try:
-            source = log.open()
-        except DshAuditError as error:
-            run.points[k] = ForkPoints()
-            return _Walked(LogReport(label=log.label, generation=log.generation, read_error=str(error)), None, error)
-        self.origins[log.label] = session_origin(source.header)
-        report = LogReport(label=source.label, generation=source.generation.version, keep_requests=False)
-        check_header(source, report)
-        calls = CallTaker(source.label)
-        note = noting(report, self.allow_events)
-
-        def found(finding: Finding) -> None:
-            note(finding)
-            calls.noted(finding)
-
-        rows: list[dict[str, object]] = []
-        snapshots = None if start is None else SnapshotTaker(log, source, start, seeds=run.seeds[k],
-                                                             watch=run.watch[k], rows=rows)
-        walk_error: DshAuditError | None = None
-        cache_error: DshAuditError | None = None
-        walker: Walker | None = None
-
-        def steps() -> Iterator[Call]:
-            nonlocal walk_error, cache_error
-            if walker is None:
-                return
-            try:
-                for walked in walker:
-                    if walked.closed is not None:
-                        report.add(walked.closed)
-                    if snapshots is not None:
-                        snapshots.take(walker, walked)
-                    if cache_error is None:
-                        try:
-                            yield from calls.take(walked)
-                        except DshAuditError as error:
-                            cache_error = error
-            except DshAuditError as error:
-                walk_error = error
-
-        frame = None
-        with paused_gc():
-            try:
-                walker = Walker(source, message_prefix=OPTIONS.message_prefix, parts=True, on_finding=found,
-                                checks=walk_checks())
-                calls.cut = walker.fold.seed_cut
-            except DshAuditError as error:
-                walk_error = error
-            walk = steps()
-            try:
-                frame = calls_frame(source, OPTIONS, RealHeader(OPTIONS.system, OPTIONS.tools), walk)
-            except DshAuditError as error:   # the rows cannot be built: the walk goes on for the other parts
-                cache_error = cache_error or error
-                for _ in walk:
-                    pass
-        report.events = walker.events if walker is not None else 0
-        if walk_error is not None:
-            report.read_error = str(walk_error)
-            run.points[k] = ForkPoints()
-            return _Walked(report, None, cache_error or walk_error)
-        check_end(source, report)
-        run.left(k, snapshots.finish() if snapshots is not None else ForkPoints())
-        return _Walked(report, frame if cache_error is None else None, cache_error,
-                       rows if snapshots is not None else [])
+    def _walk(self, run: Run, k: int) -> Walked:
+        walked = walk_log(run, k, self.allow_events)
+        if walked.origin is not None:
+            self.origins[walked.report.label] = walked.origin
+        return walked
 
     def cache(self) -> CacheReport:
         if self.failures and not self.read_any:
@@ -255,3 +188,78 @@ class _Reading:
         runs = [run for _, run in sorted(self.runs.values(), key=lambda placed: placed[0])]
         rows = [row for run in runs for log in run.members for row in self.header_rows[id(log)]]
         return rows_frame(rows, COLUMNS) if rows else pl.DataFrame(schema=COLUMNS)
+
+
+def walk_log(run: Run, k: int, allow_events: tuple[str, ...] = (), *, keep_requests: bool = False) -> Walked:
+    """Log `k` of `run`, walked once for all three parts. A walk that fails keeps verify's findings so far;
+    cache-report and header-diff then leave the log out, as they do; a number too large for a report's rows
+    stops cache-report's part alone. `keep_requests`: verify's report keeps each rebuilt request's digest."""
+    log = run.members[k]
+    try:
+        start = run.start(k)
+    except DshAuditError:   # a fork cycle's parent could not be walked: header-diff leaves this log out
+        start = None
+    try:
+        source = log.open()
+    except DshAuditError as error:
+        run.points[k] = ForkPoints()
+        return Walked(LogReport(label=log.label, generation=log.generation, read_error=str(error)), None, error)
+    origin = session_origin(source.header)
+    report = LogReport(label=source.label, generation=source.generation.version, keep_requests=keep_requests)
+    check_header(source, report)
+    calls = CallTaker(source.label)
+    note = noting(report, allow_events)
+
+    def found(finding: Finding) -> None:
+        note(finding)
+        calls.noted(finding)
+
+    rows: list[dict[str, object]] = []
+    snapshots = None if start is None else SnapshotTaker(log, source, start, seeds=run.seeds[k],
+                                                         watch=run.watch[k], rows=rows)
+    walk_error: DshAuditError | None = None
+    cache_error: DshAuditError | None = None
+    walker: Walker | None = None
+
+    def steps() -> Iterator[Call]:
+        nonlocal walk_error, cache_error
+        if walker is None:
+            return
+        try:
+            for walked in walker:
+                if walked.closed is not None:
+                    report.add(walked.closed)
+                if snapshots is not None:
+                    snapshots.take(walker, walked)
+                if cache_error is None:
+                    try:
+                        yield from calls.take(walked)
+                    except DshAuditError as error:
+                        cache_error = error
+        except DshAuditError as error:
+            walk_error = error
+
+    frame = None
+    with paused_gc():
+        try:
+            walker = Walker(source, message_prefix=OPTIONS.message_prefix, parts=True, on_finding=found,
+                            checks=walk_checks())
+            calls.cut = walker.fold.seed_cut
+        except DshAuditError as error:
+            walk_error = error
+        walk = steps()
+        try:
+            frame = calls_frame(source, OPTIONS, RealHeader(OPTIONS.system, OPTIONS.tools), walk)
+        except DshAuditError as error:   # the rows cannot be built: the walk goes on for the other parts
+            cache_error = cache_error or error
+            for _ in walk:
+                pass
+    report.events = walker.events if walker is not None else 0
+    if walk_error is not None:
+        report.read_error = str(walk_error)
+        run.points[k] = ForkPoints()
+        return Walked(report, None, cache_error or walk_error, origin=origin)
+    check_end(source, report)
+    run.left(k, snapshots.finish() if snapshots is not None else ForkPoints())
+    return Walked(report, frame if cache_error is None else None, cache_error,
+                  rows if snapshots is not None else [], origin)

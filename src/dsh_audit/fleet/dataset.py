@@ -1,0 +1,284 @@
+"""The dataset on disk: hive-partitioned Parquet, a folder per table (columns.TABLES), then per `generation=G` and
+`date=YYYY-MM-DD`, and `_manifest.json`, which names every log exported, its size, content hash and the files
+that hold its rows, and every run.
+
+Each log file's rows are written to files named by its key and content hash, each first to a hidden temporary
+name and then renamed: a retried unit writes the same names again and never duplicates rows. The manifest is
+saved (atomically) every CHECKPOINT_EVERY logs and at the end of a run; files a crashed run wrote but the manifest
+does not name are removed when the dataset is next opened, and their logs exported again. dsh-audit writes only
+below folders it made itself and never through a link (readers/found.py: the house rule)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+from contextlib import suppress
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ..errors import DshAuditError
+from ..output import new_file_mode
+from .columns import DATASET_VERSION, PARTITIONS, TABLES
+from .unit import ExportedLog
+
+MANIFEST = "_manifest.json"
+FORMAT = "dsh-audit/dataset"
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"   # a null partition value, as Hive, polars and DuckDB name it
+CHECKPOINT_EVERY = 200   # logs written between two saves of the manifest
+COMPACT_AT = 64          # per-log files a partition folder may hold before they are merged into one
+COMPACTED = "compact-"   # the name of a merged file, which holds the rows of many logs
+
+
+class DatasetError(DshAuditError):
+    """A dataset folder dsh-audit will not write into (exit 2): not a dataset, written by a newer dsh-audit, a
+    link where it writes."""
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+@dataclass(slots=True)
+class Dataset:
+    """An open dataset: its folder and its manifest as read, changed as logs are written."""
+
+    root: Path
+    manifest: dict[str, Any]
+    unsaved: int = 0
+    _made: set[Path] = field(default_factory=set)   # folders checked or made during this run
+
+    @property
+    def logs(self) -> dict[str, dict[str, Any]]:
+        logs: dict[str, dict[str, Any]] = self.manifest["logs"]
+        return logs
+
+    @classmethod
+    def open(cls, root: Path) -> Dataset:
+        """The dataset at `root`, made if the folder is new or empty; a newer format, or a folder that holds
+        something else, is refused before anything is written. Leftovers of a crashed run are removed."""
+        manifest = read_manifest(root)
+        if manifest is None:
+            try:
+                root.mkdir(exist_ok=True)
+            except OSError as error:
+                raise DatasetError(f"cannot make the dataset folder: {error.strerror or error}",
+                                   path=str(root)) from None
+            if any(root.iterdir()):
+                raise DatasetError("is neither a dsh-audit dataset (no _manifest.json) nor empty: name a new or "
+                                   "empty folder", path=str(root))
+            manifest = {"format": FORMAT, "version": DATASET_VERSION, "logs": {}, "runs": []}
+        dataset = cls(root, manifest)
+        dataset.sweep()
+        return dataset
+
+    def sweep(self) -> None:
+        """Remove what no manifest entry names: temporary files and the part files of a run that stopped before
+        it saved the manifest (their logs are not in it, so they are exported again)."""
+        named = {name for entry in self.logs.values() for name in entry["files"]}
+        for table in TABLES:
+            folder = self.root / table
+            if not folder.is_dir() or folder.is_symlink():
+                continue
+            for path in _files_below(folder):
+                relative = path.relative_to(self.root).as_posix()
+                if relative not in named and (path.name.startswith(".") or path.suffix == ".parquet"):
+                    path.unlink()
+
+    def put(self, exported: ExportedLog, run: int) -> str:
+        """Write one log file's rows and name them in the manifest, replacing what it held of an earlier
+        version of the file. Returns what was done: new, replaced, unchanged (the same content hash), or kept (it
+        cannot be read now: its rows from an earlier run stay, nothing exported is lost)."""
+        before = self.logs.get(exported.key)
+        if before is not None and before["status"] == "read":
+            if exported.error is not None:
+                before["lastError"] = exported.error
+                return "kept"
+            if before["sha256"] == exported.sha256:
+                before.update(mtimeNs=exported.mtime_ns, run=run)   # touched, not changed: its rows stand
+                return "unchanged"
+        written = self._write(exported)
+        self.logs[exported.key] = {
+            "file": exported.file, "size": exported.size, "sha256": exported.sha256, "mtimeNs": exported.mtime_ns,
+            "status": "unreadable" if exported.error else "read", "error": exported.error,
+            "blocks": exported.blocks, "files": written, "run": run}
+        for name in before["files"] if before is not None else []:   # its earlier rows, in files of other names
+            if name not in written:
+                self._drop(exported.key, name)
+        self.unsaved += 1
+        if self.unsaved >= CHECKPOINT_EVERY:
+            self.save()
+        return "new" if before is None else "replaced"
+
+    def _write(self, exported: ExportedLog) -> list[str]:
+        name = f"part-{exported.key}-{(exported.sha256 or 'unread')[:16]}.parquet"
+        written = []
+        for table, arrow in exported.tables.items():
+            if arrow.num_rows == 0:
+                continue
+            # A file is one session, as a rule: one partition, written as it is (a store's may span several)
+            where = sorted(set(zip(*(arrow[column].to_pylist() for column in PARTITIONS), strict=True)), key=str)
+            for values in where:
+                folder = self._folder(table, *(f"{column}={_partition(value)}"
+                                               for column, value in zip(PARTITIONS, values, strict=True)))
+                part = arrow if len(where) == 1 else arrow.filter(_in_partition(values))
+                self._replace(folder / name, part.drop_columns(list(PARTITIONS)), table)
+                written.append((folder / name).relative_to(self.root).as_posix())
+        return written
+
+    def _replace(self, target: Path, rows: pa.Table, table: str) -> None:
+        """`rows` written to a hidden name beside `target`, in the table's declared columns, then renamed onto
+        it."""
+        temporary = _temporary(target)
+        schema = _file_schema(table)
+        pq.write_table(rows.cast(schema).replace_schema_metadata(
+            {"dsh-audit-dataset": f"{table}/{DATASET_VERSION}"}), temporary)
+        os.chmod(temporary, new_file_mode())
+        os.replace(temporary, target)
+
+    def _folder(self, *parts: str) -> Path:
+        """A folder below the root, made if missing; a link or file in its place is refused."""
+        folder = self.root
+        for part in parts:
+            folder = folder / part
+            if folder in self._made:
+                continue
+            with suppress(FileExistsError):
+                folder.mkdir()
+            if not stat.S_ISDIR(os.lstat(folder).st_mode):
+                raise DatasetError("is not a folder dsh-audit made (a link or a file): it does not write there",
+                                   path=str(folder))
+            self._made.add(folder)
+        return folder
+
+    def _drop(self, key: str, name: str) -> None:
+        """Remove `key`'s rows from the file `name`: a file of its own is deleted, a compacted one rewritten
+        without them (under the same name: the manifest still names it for the other logs)."""
+        path = self.root / name
+        if not path.name.startswith(COMPACTED):
+            path.unlink(missing_ok=True)
+            return
+        kept = pq.read_table(path).filter(pc.field("key") != key)
+        if kept.num_rows:
+            self._replace(path, kept, name.split("/", 1)[0])
+        else:   # no log's rows left: no entry names it once the manifest is saved, and a sweep would remove it
+            path.unlink()
+
+    def compact(self) -> int:
+        """Merge the per-log files of each partition folder that holds more than COMPACT_AT into one file,
+        streamed (memory holds one log's rows), and name it in the manifest in their place. Returns how many
+        files were merged. Atomic: the merged file is renamed into place, the manifest saved, and only then the
+        merged files removed; a crash between leaves files no entry names, which the next open sweeps."""
+        merged: dict[str, str] = {}
+        for table in TABLES:
+            folder = self.root / table
+            for partition in sorted(_folders_below(folder)) if folder.is_dir() else []:
+                parts = sorted(entry.name for entry in os.scandir(partition)
+                               if entry.name.startswith("part-") and entry.is_file(follow_symlinks=False))
+                if len(parts) > COMPACT_AT:
+                    merged.update(self._merge(table, partition, parts))
+        if not merged:
+            return 0
+        for entry in self.logs.values():
+            entry["files"] = list(dict.fromkeys(merged.get(name, name) for name in entry["files"]))
+        self.save()
+        for name in merged:
+            (self.root / name).unlink(missing_ok=True)
+        return len(merged)
+
+    def _merge(self, table: str, partition: Path, parts: list[str]) -> dict[str, str]:
+        digest = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+        target = partition / f"{COMPACTED}{digest}.parquet"
+        temporary = _temporary(target)
+        schema = _file_schema(table).with_metadata({"dsh-audit-dataset": f"{table}/{DATASET_VERSION}"})
+        with pq.ParquetWriter(temporary, schema) as writer:
+            for name in parts:
+                writer.write_table(pq.read_table(partition / name).cast(schema))
+        os.chmod(temporary, new_file_mode())
+        os.replace(temporary, target)
+        relative = partition.relative_to(self.root).as_posix()
+        return {f"{relative}/{name}": f"{relative}/{target.name}" for name in parts}
+
+    def save(self) -> None:
+        """The manifest written to a hidden name, then renamed over the old one."""
+        self.manifest.update(format=FORMAT, version=DATASET_VERSION)
+        temporary = _temporary(self.root / MANIFEST)
+        temporary.write_text(json.dumps(self.manifest, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        os.replace(temporary, self.root / MANIFEST)
+        self.unsaved = 0
+
+
+def read_manifest(root: Path) -> dict[str, Any] | None:
+    """The manifest of the dataset at `root`, None when there is none yet; refused when a newer dsh-audit wrote
+    it or it is not one."""
+    path = root / MANIFEST
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            raise DatasetError("is not a regular file (dsh-audit does not follow links it did not make)",
+                               path=str(path))
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except NotADirectoryError:
+        raise DatasetError("is not a folder", path=str(root)) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise DatasetError(f"cannot read the manifest: {getattr(error, 'strerror', None) or error}",
+                           path=str(path)) from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise DatasetError(f"is not a dsh-audit dataset manifest (no \"format\": \"{FORMAT}\")", path=str(path))
+    version = manifest.get("version")
+    if not isinstance(version, int) or version > DATASET_VERSION:
+        raise DatasetError(f"was written by a newer dsh-audit (dataset format {version}; this one reads up to "
+                           f"{DATASET_VERSION}): upgrade dsh-audit; nothing was changed", path=str(path))
+    return manifest
+
+
+def _temporary(target: Path) -> Path:
+    """The hidden name `target` is written under before its rename; whatever was there (a link planted to make
+    the write land elsewhere) is removed first, never written through."""
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    temporary.unlink(missing_ok=True)
+    return temporary
+
+
+@cache
+def _file_schema(table: str) -> pa.Schema:
+    """The Arrow schema of a file of `table`: its declared columns (columns.TABLES)."""
+    return pl.DataFrame(schema=TABLES[table]).to_arrow().schema
+
+
+def _in_partition(values: tuple[Any, ...]) -> pc.Expression:
+    """The rows whose partition columns hold `values` (None: null)."""
+    matches = [pc.field(column).is_null() if value is None else pc.field(column) == value
+               for column, value in zip(PARTITIONS, values, strict=True)]
+    return matches[0] & matches[1]
+
+
+def _partition(value: Any) -> str:
+    return NULL_PARTITION if value is None else str(value)
+
+
+def _folders_below(folder: Path) -> list[Path]:
+    """The partition folders below a table's: those two levels down, links not followed."""
+    return [Path(inner.path) for outer in os.scandir(folder) if outer.is_dir(follow_symlinks=False)
+            for inner in os.scandir(outer.path) if inner.is_dir(follow_symlinks=False)]
+
+
+def _files_below(folder: Path) -> list[Path]:
+    """Every regular file below `folder`, links neither followed nor listed."""
+    found = []
+    for entry in os.scandir(folder):
+        if entry.is_dir(follow_symlinks=False):
+            found += _files_below(Path(entry.path))
+        elif entry.is_file(follow_symlinks=False):
+            found.append(Path(entry.path))
+    return found

@@ -1,0 +1,164 @@
+"""`audit export`'s driver: find the logs of SRC (as verify finds them), plan the run against the dataset's
+manifest (a log file whose size and modification time are those recorded is skipped unread), map the unit of
+work (unit.export_log) over the rest through the engine given, and write each result as it arrives, so memory
+holds one log's rows at a time, whatever the run's size.
+
+The directory gate's rules hold: a folder that cannot be listed, a link with a log's name, a directory with no
+log, a file that cannot be read, each is a failed `logs` row, never a silent skip (verify.verify_paths)."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from importlib import resources
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from ..errors import DshAuditError
+from ..readers.discover import Discovery, discover_logs, no_log_below
+from ..readers.stream import is_stream
+from ..reports.cache_report import report_block
+from .dataset import Dataset, now
+from .unit import ExportedLog, ExportOptions, export_log, failed, log_key
+
+# An engine: the unit and each item's arguments in, the results out in the items' order
+# (dsh_audit.engines.map_units has this shape).
+MapUnits = Callable[[Callable[..., ExportedLog], Sequence[tuple[Any, ...]]], Iterable[ExportedLog]]
+
+
+def map_locally(jobs: int = 1) -> MapUnits:
+    """The engine of one machine: in this process, or in a pool of `jobs` processes."""
+    def mapped(unit: Callable[..., ExportedLog], items: Sequence[tuple[Any, ...]]) -> Iterator[ExportedLog]:
+        if jobs <= 1 or len(items) <= 1:
+            yield from (unit(*item) for item in items)
+            return
+        # forkserver: a worker forked from this process, whose polars threads hold their locks, can deadlock
+        context = multiprocessing.get_context("forkserver")
+        with ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=context) as pool:
+            yield from pool.map(unit, *zip(*items, strict=True), chunksize=max(1, len(items) // (jobs * 8)))
+    return mapped
+
+
+@dataclass(slots=True)
+class ExportSummary:
+    """What a run did: counts of log files by outcome, and the cache block measured over the run."""
+
+    dataset: str
+    files: int = 0          # log files found in SRC (and inputs that could not be read)
+    new: int = 0
+    replaced: int = 0
+    unchanged: int = 0      # read again (size or time changed) but the same content: rows kept
+    kept: int = 0           # exported before, unreadable now: its earlier rows kept (and it is in `unreadable`)
+    skipped: int = 0        # not read: size and modification time as recorded
+    unreadable: list[tuple[str, str]] = field(default_factory=list)   # (input, why)
+    older_generations: int = 0
+    ignored: int = 0
+    sessions: int = 0       # session logs in the dataset after the run
+    cache_block: int = 0
+    cache_block_basis: str = ""
+    compacted: int = 0      # per-log files merged into one per partition folder
+
+    def as_json(self) -> dict[str, Any]:
+        return {"dataset": self.dataset, "files": self.files, "new": self.new, "replaced": self.replaced,
+                "unchanged": self.unchanged, "kept": self.kept, "skipped": self.skipped,
+                "unreadable": [{"input": name, "reason": why} for name, why in self.unreadable],
+                "olderGenerations": self.older_generations, "ignored": self.ignored, "sessions": self.sessions,
+                "cacheBlock": self.cache_block, "cacheBlockBasis": self.cache_block_basis,
+                "compacted": self.compacted}
+
+
+def dsh_audit_version() -> str:
+    try:
+        return version("dsh-audit")
+    except PackageNotFoundError:   # pragma: no cover - run from a source tree without metadata
+        return "unknown"
+
+
+def price_table_date() -> str:
+    """The date of the bundled price table, which prices each call as of its time (docs/prices.md)."""
+    text = resources.files("dsh_audit").joinpath("reports", "data", "deepseek-prices.json").read_text("utf-8")
+    return str(json.loads(text)["asOf"])
+
+
+def export(sources: Sequence[str | os.PathLike[str]], root: Path, *, options: ExportOptions | None = None,
+           map_units: MapUnits | None = None, all_generations: bool = False) -> ExportSummary:
+    """Export every log below `sources` into the dataset at `root` (made if new); see the module's docstring.
+    A dataset of a newer format is refused before anything is read or written."""
+    options = options or ExportOptions()
+    dataset = Dataset.open(root)
+    found = discover_logs(list(sources), all_generations=all_generations)
+    streams = [str(path) for path in found.files if is_stream(path)]
+    if streams:
+        raise DshAuditError("export reads files, not standard input or a pipe (a log needs a name to be "
+                            "exported again)", path=streams[0])
+    run = len(dataset.manifest["runs"])
+    summary = ExportSummary(str(root), older_generations=len(found.skipped), ignored=len(found.ignored))
+    record = {"started": now(), "dshAudit": dsh_audit_version(), "inputs": [str(s) for s in sources],
+              "options": {"allowEvents": list(options.allow_events), "allGenerations": all_generations},
+              "priceTable": price_table_date(), "complete": False}
+    dataset.manifest["runs"].append(record)
+    dataset.manifest["dshAudit"] = record["dshAudit"]
+    keys: list[str] = []
+
+    def done(exported: ExportedLog) -> None:
+        keys.append(exported.key)
+        outcome = dataset.put(exported, run)
+        setattr(summary, outcome, getattr(summary, outcome) + 1)
+        if exported.error is not None:
+            summary.unreadable.append((exported.file, exported.error))
+
+    for name, why in _not_read(found):
+        done(failed(ExportedLog(log_key(os.path.abspath(name)), os.path.abspath(name), None, None, None), why))
+    todo = []
+    for file in found.files:
+        if file in found.ambiguous:
+            continue
+        key = log_key(os.path.abspath(file))
+        if _as_recorded(file, found.found_in.get(file), dataset.logs.get(key)):
+            keys.append(key)
+            summary.skipped += 1
+        else:
+            todo.append((file, found.found_in.get(file), options))
+    for exported in (map_units or map_locally())(export_log, todo):
+        done(exported)
+    summary.files = len(keys)
+    blocks = [tuple(block) for key in keys for block in dataset.logs[key]["blocks"]]
+    summary.cache_block, summary.cache_block_basis = report_block([(str(label), int(size))
+                                                                   for label, size in blocks])
+    summary.sessions = sum(len(entry["blocks"]) for entry in dataset.logs.values())
+    summary.compacted = dataset.compact()
+    record.update(finished=now(), complete=True, cacheBlock=summary.cache_block,
+                  cacheBlockBasis=summary.cache_block_basis, files=summary.files, new=summary.new,
+                  replaced=summary.replaced, unchanged=summary.unchanged, kept=summary.kept, skipped=summary.skipped,
+                  unreadable=len(summary.unreadable), compacted=summary.compacted)
+    dataset.save()
+    return summary
+
+
+def _not_read(found: Discovery) -> Iterator[tuple[Path, str]]:
+    """What verify_paths reports as unreadable before reading a log: folders it could not list, links with a
+    log's name, directories with no log, generations stored twice."""
+    for folder, why in sorted(found.unlisted.items()):
+        yield folder, f"{folder}: {why}"
+    for link, why in sorted(found.links.items()):
+        yield link, f"{link}: {why}"
+    for directory in found.empty:
+        yield directory, f"{directory}: {no_log_below(directory, found)}"
+    for path, why in found.ambiguous.items():
+        yield path, f"{path}: {why}"
+
+
+def _as_recorded(file: Path, found_in: Path | None, entry: dict[str, Any] | None) -> bool:
+    """The file was read before and its size and modification time are those recorded: it is skipped."""
+    if entry is None or entry["status"] != "read":
+        return False
+    try:
+        status = os.stat(file, follow_symlinks=found_in is None)
+    except OSError:
+        return False   # the unit says why it cannot be read
+    return bool(status.st_size == entry["size"] and status.st_mtime_ns == entry["mtimeNs"])

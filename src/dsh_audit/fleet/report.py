@@ -1,0 +1,64 @@
+"""`audit report DATASET`: the HTML report (reports.html) of a dataset `audit export` wrote, the fleet's overview:
+its totals, the costliest collapses of all, the sessions ranked by what collapses lost, and the worst ones drawn.
+The page's parts are read from the dataset, not from the logs: only the drawn sessions' rows and every collapse
+are collected, whatever the fleet's size."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from ..findings import Finding
+from ..readers.discover import Unreadable
+from ..readers.home import SessionOrigin
+from ..reports.cache_report import LOG_COLUMNS, REQUEST_COLUMNS, CacheReport
+from ..reports.header_diff import COLUMNS as HEADER_COLUMNS
+from ..reports.html import (
+    DETAILED_SESSIONS,
+    FINDING_COLUMNS,
+    FINDINGS_SHOWN,
+    TALLY_COLUMNS,
+    VerifyFindings,
+    ranked_logs,
+)
+from .columns import CACHE_RENAMED
+from .dataset import MANIFEST
+from .query import scan, totals
+
+
+def is_dataset(path: Path) -> bool:
+    """`path` is a folder `audit export` wrote (it holds a manifest)."""
+    return path.is_dir() and (path / MANIFEST).is_file()
+
+
+def dataset_parts(root: Path) -> tuple[CacheReport, pl.DataFrame, VerifyFindings, dict[str, SessionOrigin]]:
+    """render_report's arguments from the dataset at `root`: the cache report (every log's row, the totals, the
+    calls of the sessions drawn and every collapse), the drawn sessions' header changes, verify's findings (the
+    drawn sessions' first ones, every one counted) and each session's origin."""
+    all_logs = scan(root, "logs").collect()
+    read = all_logs.filter(pl.col("cacheBlock").is_not_null())
+    logs = read.select([pl.col(CACHE_RENAMED.get(name, name)).alias(name) for name in LOG_COLUMNS])
+    findings = scan(root, "findings")
+    tally = pl.concat([
+        findings.group_by("log", "generation", "severity", "code").agg(count=pl.len().cast(pl.Int64)).collect(),
+        all_logs.filter(pl.col("status") == "unreadable").select(
+            "log", "generation", severity=pl.lit("error"), code=pl.lit("unreadable"), count=pl.lit(1, pl.Int64)),
+    ]).select(list(TALLY_COLUMNS))
+    drawn = ranked_logs(logs, tally).head(DETAILED_SESSIONS)["log"].to_list()
+    calls = (scan(root, "calls").filter(pl.col("log").is_in(drawn) | pl.col("collapse"))
+             .select(list(REQUEST_COLUMNS)).collect())
+    headers = scan(root, "header_changes").filter(pl.col("log").is_in(drawn)).select(list(HEADER_COLUMNS)).collect()
+    shown = (findings.filter(pl.col("log").is_in(drawn)).with_columns(rank=pl.int_range(pl.len()).over("log"))
+             .filter(pl.col("rank") < FINDINGS_SHOWN).collect())
+    rows = [{"log": row["log"], "generation": row["generation"], "severity": row["severity"], "code": row["code"],
+             "seq": row["seq"], "line": row["line"],
+             "text": Finding(row["code"], row["message"], row["severity"], row["seq"], row["line"],
+                             row["eventType"], bool(row["rejects"]), row["log"]).render()}
+            for row in shown.iter_rows(named=True)]
+    unread = all_logs.filter(pl.col("cacheBlock").is_null()).iter_rows(named=True)
+    report = CacheReport(calls, logs, totals(root),
+                         unreadable=[Unreadable(row["log"], row["readError"] or row["cacheError"] or "")
+                                     for row in unread])
+    origins = {row["log"]: SessionOrigin(row["createdMs"], row["cwd"]) for row in read.iter_rows(named=True)}
+    return report, headers, VerifyFindings(pl.DataFrame(rows, schema=FINDING_COLUMNS, orient="row"), tally), origins

@@ -1,0 +1,154 @@
+"""The unit of work of an export: one log file, read once, turned into the rows the dataset holds of it. It is a
+plain top-level function of picklable arguments and results, so any engine runs it: `audit export`'s process pool,
+a Dask cluster, or a Ray or Spark job of your own (docs/fleet.md shows how).
+
+One walk of each session gives all five tables (reports.one_walk.walk_log: verify's checks, cache-report's calls,
+header-diff's snapshots). A file that cannot be read at all is one `logs` row saying why, never nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+
+from ..errors import DshAuditError
+from ..readers.found import opener
+from ..reports.cache_report import judge, log_summary, with_block
+from ..reports.header_diff import LogHeaders, Run, log_headers
+from ..reports.one_walk import OPTIONS, Walked, walk_log
+from .columns import CACHE_RENAMED, TABLES, scanned_columns
+
+
+@dataclass(frozen=True, slots=True)
+class ExportOptions:
+    """What a run asks of every unit: verify's allowed events (findings.allowed_events)."""
+
+    allow_events: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class ExportedLog:
+    """Everything the dataset holds of one log file: its identity, and its rows as Arrow tables (each with the
+    partition columns, which the writer turns into folders)."""
+
+    key: str                      # log_key of the file's name
+    file: str                     # the file's absolute path
+    size: int | None              # bytes, None when it could not be opened
+    sha256: str | None            # of its bytes, as read
+    mtime_ns: int | None
+    tables: dict[str, pa.Table] = field(default_factory=dict)
+    blocks: list[tuple[str, int]] = field(default_factory=list)   # each session's measured cache block
+    error: str | None = None      # the file could not be read at all
+
+
+def log_key(name: str) -> str:
+    """A log file's key in the dataset: from its absolute path (or URL), so the same file keeps its key."""
+    return hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+
+
+def export_log(path: Path, found_in: Path | None, options: ExportOptions) -> ExportedLog:
+    """The rows of the log file at `path` (`found_in`: the folder a walk found it in, from which it is opened
+    without following a link). Never raises for the log's sake: an unreadable file is a failed `logs` row."""
+    file = os.path.abspath(path)
+    exported = ExportedLog(log_key(file), file, None, None, None)
+    try:
+        with opener(path, found_in) as handle:
+            status = os.fstat(handle.fileno())
+            exported.size, exported.mtime_ns = status.st_size, status.st_mtime_ns
+            digest = hashlib.sha256()
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
+            exported.sha256 = digest.hexdigest()
+        logs = log_headers(path, found_in, keep=True)
+    except (DshAuditError, OSError) as error:
+        why = str(error) if isinstance(error, DshAuditError) else f"{path}: {error.strerror or error}"
+        return failed(exported, why)
+    run = Run.of(logs)
+    walked: dict[int, Walked] = {}
+    for k in range(len(logs)):
+        for j in run.order(k):
+            walked[j] = walk_log(run, j, options.allow_events, keep_requests=True)
+    parts = [walked[k] for k in range(len(logs))]
+    # cache-report reads a file whole or not at all: one session it cannot read leaves the file out
+    cache_error = next((str(one.cache_error) for one in parts if one.cache_error is not None), None)
+    rows: dict[str, list[dict[str, Any]]] = {table: [] for table in TABLES}
+    calls: list[pl.DataFrame] = []
+    for log, one in zip(logs, parts, strict=True):
+        calls.extend(_session_rows(exported, log, one, cache_error, rows))
+    exported.tables = {table: _table(table, rows[table]) for table in TABLES if table != "calls"}
+    exported.tables["calls"] = (pl.concat(calls) if calls else pl.DataFrame(schema=scanned_columns("calls"))
+                                ).to_arrow()
+    return exported
+
+
+def failed(exported: ExportedLog, error: str) -> ExportedLog:
+    """`exported` as one failed `logs` row: the file could not be read."""
+    exported.error = error
+    row = {"key": exported.key, "file": exported.file, "log": exported.file, "sizeBytes": exported.size,
+           "sha256": exported.sha256, "status": "unreadable", "readError": error}
+    exported.tables = {table: _table(table, [row] if table == "logs" else []) for table in TABLES}
+    return exported
+
+
+def _table(table: str, rows: list[dict[str, Any]]) -> pa.Table:
+    return pa.Table.from_pylist(rows, schema=_arrow_schema(table))
+
+
+@cache
+def _arrow_schema(table: str) -> pa.Schema:
+    """The Arrow schema of a table's rows with their partition columns."""
+    return pl.DataFrame(schema=scanned_columns(table)).to_arrow().schema
+
+
+def _date(created_ms: int | None) -> Any:
+    return None if created_ms is None else datetime.fromtimestamp(created_ms / 1000, UTC).date()
+
+
+def _session_rows(exported: ExportedLog, log: LogHeaders, one: Walked, cache_error: str | None,
+                  rows: dict[str, list[dict[str, Any]]]) -> list[pl.DataFrame]:
+    """One session's rows into `rows` (and its judged calls returned): its logs row, requests, findings and
+    header changes."""
+    report, origin = one.report, one.origin
+    created = origin.created_ms if origin is not None else None
+    where = {"key": exported.key, "generation": report.generation, "date": _date(created)}
+    severities = report.severities()
+    failing = report.failing()
+    summary: dict[str, Any] = {}
+    judged: list[pl.DataFrame] = []
+    if one.frame is not None and cache_error is None:
+        frame, block = with_block(one.frame, OPTIONS)
+        exported.blocks.append((report.label, block))
+        calls = judge(frame, OPTIONS.collapse_ratio)
+        summary = {CACHE_RENAMED.get(name, name): value
+                   for name, value in log_summary(report.label, log.generation, log.session_id, calls).items()}
+        summary["cacheBlock"] = block
+        judged.append(calls.with_columns(key=pl.lit(exported.key), date=pl.lit(where["date"], pl.Date))
+                      .select(list(scanned_columns("calls"))))
+    rows["logs"].append({
+        **summary, **where, "file": exported.file, "log": report.label, "sessionId": log.session_id,
+        "createdMs": created, "cwd": origin.cwd if origin is not None else None, "sizeBytes": exported.size,
+        "sha256": exported.sha256,
+        "status": "unreadable" if report.read_error is not None else "findings" if failing else "clean",
+        "readError": report.read_error, "cacheError": cache_error, "events": report.events,
+        "rebuiltRequests": report.request_count, "errors": severities.get("error", 0),
+        "warnings": severities.get("warning", 0), "notes": severities.get("info", 0), "failing": failing,
+        "rejected": report.rejected})
+    rows["requests"].extend(
+        {**where, "log": report.label, "turn": digest.turn, "step": digest.step, "attempt": digest.attempt,
+         "seq": digest.dispatch_seq, "sha256": digest.sha256, "inherited": digest.inherited,
+         "extendsPrevious": digest.extends_previous, "causes": "; ".join(digest.causes) or None}
+        for digest in report.requests)
+    rows["findings"].extend(
+        {**where, "log": report.label, "code": finding.code, "severity": finding.severity,
+         "message": finding.message, "seq": finding.seq, "line": finding.line, "eventType": finding.event_type,
+         "rejects": finding.rejects}
+        for finding in report.findings)
+    rows["header_changes"].extend({**row, **where} for row in one.header_rows)
+    return judged

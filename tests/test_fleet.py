@@ -1,0 +1,423 @@
+"""`audit export` and `audit query` (dsh_audit.fleet): the dataset's totals equal cache-report's and its verdicts
+verify's on the same logs, for every generation, the corpus (forks among them) and a messy home; its files keep
+to the declared columns; a second run skips what it holds, replaces what changed; a run that stops part-way is
+completed by the next; a newer dsh-audit's dataset is refused untouched; an unreadable input is a failed row."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from conftest_reference import LOGS_ROOT
+from dsh_audit.cli import main
+from dsh_audit.fleet import dataset as dataset_module
+from dsh_audit.fleet import query
+from dsh_audit.fleet.columns import TABLES
+from dsh_audit.fleet.export import export
+from dsh_audit.fleet.unit import ExportedLog, ExportOptions, export_log
+from dsh_audit.generations import generations
+from homebuilder import build_messy_home
+from test_fastpath import generate
+from test_numbers import log_text, write_log
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    done = CliRunner().invoke(main, list(args))
+    return done.exit_code, done.stdout, done.stderr
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of one built log of each known generation, a session folder each."""
+    root = tmp_path_factory.mktemp("built")
+    for known in generations():
+        write_log(root / f"v{known.version}", known.version, log_text(known.version, turns=3))
+    return root
+
+
+@pytest.fixture(scope="module")
+def bench_like(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """benchmarks/generate_log.py's logs, smaller: compactions under pressure, zstd, v0, v3 and v4, a folder each."""
+    root = tmp_path_factory.mktemp("bench")
+    for name, *args in (("a/session.jsonl", "--size", "300KB"),
+                        ("b/session.v3.jsonl", "--size", "300KB", "--generation", "3", "--seed", "2"),
+                        ("c/session.v4.jsonl", "--size", "300KB", "--generation", "4", "--seed", "3"),
+                        ("d/session.jsonl.zst", "--size", "200KB", "--zstd", "--seed", "4")):
+        (root / name).parent.mkdir()
+        generate(root / Path(name).parent, Path(name).name, *args, "--compaction", "pressure", "--context-kb", "20")
+    return root
+
+
+def sources(name: str, built: Path, tmp_path: Path, bench_like: Path) -> Path:
+    if name == "built":
+        return built
+    if name == "bench":
+        return bench_like
+    if name == "home":
+        return build_messy_home(tmp_path / "sessions")
+    if not (LOGS_ROOT / "manifest.json").exists():
+        pytest.skip(f"shared corpus {LOGS_ROOT} not present")
+    return LOGS_ROOT
+
+
+def assert_totals_equal(dataset: Path, logs: Path) -> None:
+    code, out, _ = run("cache-report", "--rows", "totals", "--json", str(logs))
+    assert code == 0
+    [expected] = json.loads(out)["rows"]
+    [got] = query.totals(dataset).to_dicts()
+    for name, value in expected.items():
+        assert got[name] == (pytest.approx(value) if isinstance(value, float) else value), name
+
+
+def assert_verdicts_equal(dataset: Path, logs: Path) -> None:
+    _, out, _ = run("verify", "--json", str(logs))
+    expected = json.loads(out)["summary"]
+    logs_rows = query.scan(dataset, "logs").collect()
+    assert logs_rows.height == expected["logs"]
+    assert (logs_rows["status"] != "clean").sum() == expected["failed"]
+    assert (logs_rows["status"] == "unreadable").sum() == expected["unreadable"]
+    for column, name in (("rebuiltRequests", "requests"), ("errors", "errors"), ("warnings", "warnings"),
+                         ("notes", "notes")):
+        assert logs_rows[column].fill_null(0).sum() == expected[name], column
+    status = query.status(dataset)
+    assert status["logs"].sum() == expected["logs"]
+
+
+@pytest.mark.parametrize("name", ["built", "corpus", "home", "bench"])
+def test_the_dataset_s_totals_and_verdicts_are_cache_report_s_and_verify_s(name: str, built: Path, tmp_path: Path,
+                                                                            bench_like: Path) -> None:
+    logs, dataset = sources(name, built, tmp_path, bench_like), tmp_path / "fleet"
+    code, _, err = run("export", str(logs), "--to", str(dataset), "-j", "2")
+    assert code == (2 if name == "home" else 0), err
+    assert_totals_equal(dataset, logs)
+    assert_verdicts_equal(dataset, logs)
+    if name == "built":   # every generation is a partition of every table that has rows of it
+        assert set(query.scan(dataset, "logs").collect()["generation"]) == {g.version for g in generations()}
+        for known in generations():
+            one = tmp_path / f"one-v{known.version}"
+            run("export", str(built / f"v{known.version}"), "--to", str(one))
+            assert_totals_equal(one, built / f"v{known.version}")
+
+
+def written_files(dataset: Path) -> Iterator[tuple[str, Path]]:
+    for table in TABLES:
+        for path in sorted((dataset / table).rglob("*.parquet")):
+            yield table, path
+
+
+def test_every_file_keeps_to_its_table_s_declared_columns(built: Path, tmp_path: Path) -> None:
+    dataset = tmp_path / "fleet"
+    run("export", str(built), str(build_messy_home(tmp_path / "sessions")), "--to", str(dataset))
+    seen = set()
+    for table, path in written_files(dataset):
+        declared = pl.DataFrame(schema=TABLES[table]).to_arrow().schema
+        got = pq.read_schema(path)
+        assert got.names == declared.names, path
+        assert [str(f.type).replace("large_", "") for f in got] == \
+               [str(f.type).replace("large_", "") for f in declared], path
+        assert (pq.read_metadata(path).metadata or {}).get(b"dsh-audit-dataset") == f"{table}/1".encode()
+        part = path.relative_to(dataset / table).parts
+        assert part[0].startswith("generation=") and part[1].startswith("date="), path
+        seen.add(table)
+    assert seen == set(TABLES)
+    code, out, _ = run("export", str(built), "--to", str(dataset), "--json")
+    assert (code, json.loads(out)["skipped"]) == (0, len(list(built.iterdir())))
+
+
+def snapshot(dataset: Path) -> dict[str, pl.DataFrame]:
+    """Every table's rows, in one order, without the file names."""
+    frames = {}
+    for table in TABLES:
+        frame = query.scan(dataset, table).collect()
+        frames[table] = frame.sort(frame.columns, nulls_last=True)
+    return frames
+
+
+def assert_same_rows(one: Path, other: Path) -> None:
+    mine, theirs = snapshot(one), snapshot(other)
+    for table in TABLES:
+        assert mine[table].equals(theirs[table]), table
+
+
+def test_an_unchanged_log_is_skipped_and_a_changed_one_replaces_its_rows(built: Path, tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    shutil.copytree(built, logs)
+    dataset = tmp_path / "fleet"
+    code, out, _ = run("export", str(logs), "--to", str(dataset), "--json")
+    assert (code, json.loads(out)["new"]) == (0, len(generations()))
+    touched = next(logs.glob("v3/session*.jsonl"))
+    os.utime(touched)   # the same content, a new time: read again, its rows kept
+    changed = next(logs.glob("v4/session*.jsonl"))
+    write_log(logs / "v4", 4, log_text(4, turns=5))
+    assert next(logs.glob("v4/session*.jsonl")) == changed
+    code, out, _ = run("export", str(logs), "--to", str(dataset), "--json")
+    summary = json.loads(out)
+    assert (summary["replaced"], summary["unchanged"], summary["skipped"]) == (1, 1, len(generations()) - 2)
+    assert_totals_equal(dataset, logs)
+    clean = tmp_path / "clean"
+    run("export", str(logs), "--to", str(clean))
+    assert_same_rows(dataset, clean)
+    shutil.rmtree(logs / "v0")   # a log removed from SRC stays in the dataset: it accumulates
+    run("export", str(logs), "--to", str(dataset))
+    assert query.scan(dataset, "logs").collect().height == len(generations())
+
+
+def test_a_run_stopped_part_way_is_completed_by_the_next(built: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    dataset, clean = tmp_path / "fleet", tmp_path / "clean"
+    monkeypatch.setattr(dataset_module, "CHECKPOINT_EVERY", 2)
+
+    def dies_after_three(unit: Any, items: Any) -> Iterator[ExportedLog]:
+        for k, item in enumerate(items):
+            if k == 3:
+                raise KeyboardInterrupt
+            yield unit(*item)
+
+    with pytest.raises(KeyboardInterrupt):
+        export([built], dataset, map_units=dies_after_three)
+    saved = json.loads((dataset / "_manifest.json").read_text())
+    assert len(saved["logs"]) == 2   # the checkpoint after two; the third's files are orphans
+    assert [one["complete"] for one in saved["runs"]] == [False]
+    assert len({path.name for _, path in written_files(dataset)}) == 3
+    stray = dataset / "calls" / ".part-x.parquet.1.tmp"
+    stray.write_bytes(b"half")
+    summary = export([built], dataset)
+    assert (summary.new, summary.skipped) == (len(generations()) - 2, 2)
+    assert not stray.exists()
+    assert [one["complete"] for one in json.loads((dataset / "_manifest.json").read_text())["runs"]] == [False, True]
+    export([built], clean)
+    assert_same_rows(dataset, clean)
+    assert_totals_equal(dataset, built)
+
+
+def test_a_dataset_of_a_newer_dsh_audit_is_refused_untouched(built: Path, tmp_path: Path) -> None:
+    dataset = tmp_path / "fleet"
+    run("export", str(built / "v1"), "--to", str(dataset))
+    manifest = dataset / "_manifest.json"
+    document = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**document, "version": 99}))
+    before = sorted(dataset.rglob("*"))
+    code, out, err = run("export", str(built), "--to", str(dataset))
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "newer dsh-audit (dataset format 99" in err
+    assert sorted(dataset.rglob("*")) == before
+    code, _, err = run("query", str(dataset))
+    assert code == 2 and "newer dsh-audit" in err
+
+
+def test_a_folder_that_is_no_dataset_is_refused(tmp_path: Path, built: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    code, _, err = run("export", str(built), "--to", str(tmp_path))
+    assert code == 2 and "neither a dsh-audit dataset" in err and err.count("\n") == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+
+
+def test_bad_sources_are_failed_rows_or_usage_errors_as_verify_makes_them(tmp_path: Path, built: Path) -> None:
+    dataset = tmp_path / "fleet"
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "session.jsonl").write_text("{not json\n")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, _, err = run("export", str(built / "v2"), str(broken), str(empty), "--to", str(dataset))
+    verify_code, _, _ = run("verify", str(built / "v2"), str(broken), str(empty))
+    assert code == verify_code == 2
+    rows = query.scan(dataset, "logs").collect()
+    failed = rows.filter(pl.col("status") == "unreadable")
+    assert failed.height == 2 and failed["readError"].null_count() == 0
+    assert failed["generation"].null_count() == 2   # the null partition
+    assert str(broken / "session.jsonl") in err and str(empty) in err
+    code, _, err = run("export", str(tmp_path / "missing"), "--to", str(tmp_path / "other"))
+    assert code == run("verify", str(tmp_path / "missing"))[0] == 2 and err.count("\n") == 1
+
+
+def test_the_unit_of_work_is_picklable_and_self_describing(built: Path) -> None:
+    [log] = (built / "v3").glob("session*.jsonl")
+    exported = pickle.loads(pickle.dumps(export_log(log, None, ExportOptions())))
+    assert exported.size == log.stat().st_size and exported.error is None
+    assert set(exported.tables) == set(TABLES)
+    assert exported.tables["logs"].num_rows == 1 and exported.tables["calls"].num_rows > 0
+
+
+@pytest.mark.parametrize("question", ["totals", "waste", "breaks", "status"])
+@pytest.mark.parametrize("fmt", ["table", "json", "csv"])
+def test_query_answers_each_question_in_each_format(question: str, fmt: str, built: Path, tmp_path: Path) -> None:
+    dataset = tmp_path / "fleet"
+    run("export", str(built), "--to", str(dataset))
+    code, out, err = run("query", str(dataset), "--question", question, "--format", fmt)
+    assert code == 0 and out and not err
+    if fmt == "json":
+        assert json.loads(out)["schema"] == f"dsh-audit/query/{question}"
+        assert run("query", str(dataset), "--question", question, "--json") == (code, out, err)
+        exported = run("export", str(built), "--to", str(dataset), "--json")
+        assert exported == run("export", str(built), "--to", str(dataset), "--format", "json")
+        assert exported[0] == 0 and json.loads(exported[1])["schema"] == "dsh-audit/export"
+
+
+def test_export_and_query_outputs_keep_to_their_schemas(built: Path, tmp_path: Path) -> None:
+    from jsonschema import Draft202012Validator
+
+    from dsh_audit.output_schemas import schema
+
+    dataset = tmp_path / "fleet"
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "session.jsonl").write_text("{not json\n")
+    _, out, _ = run("export", str(built), str(broken), "--to", str(dataset), "--json")
+    Draft202012Validator(schema("export")).validate(json.loads(out))
+    for question, by in (("totals", "model"), ("breaks", "model"), ("status", "model"),
+                         *(("waste", by) for by in ("model", "project", "day"))):
+        _, out, _ = run("query", str(dataset), "--question", question, "--by", by, "--json")
+        document = json.loads(out)
+        Draft202012Validator(schema(f"query-{question}")).validate(document)
+        assert document["rows"], question
+        parquet = tmp_path / f"{question}-{by}.parquet"
+        run("query", str(dataset), "--question", question, "--by", by, "--out", str(parquet))
+        rows = Draft202012Validator({"$ref": "#/$defs/row", "$defs": schema(f"query-{question}")["$defs"]})
+        for row in pl.read_parquet(parquet).with_columns(pl.col(pl.Date).cast(pl.String)).iter_rows(named=True):
+            rows.validate(row)
+
+
+def test_small_files_are_compacted_and_a_compacted_log_can_still_be_replaced(built: Path, tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    logs = tmp_path / "logs"
+    for copy in range(4):   # four sessions of each generation: several logs in each partition folder
+        shutil.copytree(built, logs / f"copy{copy}")
+    monkeypatch.setattr(dataset_module, "COMPACT_AT", 2)
+    dataset, clean = tmp_path / "fleet", tmp_path / "clean"
+    summary = export([logs], dataset)
+    assert summary.compacted > 0
+    names = {path.name for _, path in written_files(dataset)}
+    assert any(name.startswith("compact-") for name in names)
+    assert not any(name.startswith("part-") for name in names)
+    manifest = json.loads((dataset / "_manifest.json").read_text())
+    named = {name for entry in manifest["logs"].values() for name in entry["files"]}
+    assert named == {path.relative_to(dataset).as_posix() for _, path in written_files(dataset)}
+    changed = logs / "copy2" / "v4"
+    write_log(changed, 4, log_text(4, turns=5))
+    again = export([logs], dataset)
+    assert (again.replaced, again.skipped) == (1, summary.files - 1)
+    monkeypatch.setattr(dataset_module, "COMPACT_AT", 1000)
+    export([logs], clean)
+    assert_same_rows(dataset, clean)
+    assert_totals_equal(dataset, logs)
+
+
+def test_a_log_exported_before_and_unreadable_now_keeps_its_rows(built: Path, tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    shutil.copytree(built, logs)
+    dataset = tmp_path / "fleet"
+    run("export", str(logs), "--to", str(dataset))
+    before = snapshot(dataset)
+    [log] = (logs / "v2").glob("session*.jsonl")
+    log.write_text("{torn")   # rewritten into no log at all: a log that vanished mid-run reads the same
+    code, out, err = run("export", str(logs), "--to", str(dataset), "--json")
+    assert code == 2 and json.loads(out)["kept"] == 1 and str(log) in err
+    after = snapshot(dataset)
+    for table in TABLES:
+        assert after[table].equals(before[table]), table
+
+
+def doc_blocks(language: str) -> list[str]:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "fleet.md").read_text(encoding="utf-8")
+    return [block.split("```", 1)[0] for block in text.split(f"```{language}\n")[1:]]
+
+
+def test_the_documented_polars_and_duckdb_queries_answer_as_audit_query(built: Path, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    duckdb = pytest.importorskip("duckdb")
+    logs = tmp_path / "logs"
+    for copy in range(2):
+        shutil.copytree(built, logs / f"copy{copy}")
+    run("export", str(logs), str(build_messy_home(tmp_path / "sessions")), "--to", str(tmp_path / "fleet"))
+    monkeypatch.chdir(tmp_path)   # the snippets name the dataset fleet/
+    by_model = query.waste(Path("fleet"), "model").sort("model", nulls_last=True)
+    snippet = doc_blocks("python")[0]   # the second is the Ray job
+    scope: dict[str, Any] = {}
+    exec(compile(snippet.replace("(own.group_by", "answer = (own.group_by"), "fleet.md", "exec"), scope)
+    polars_answer = scope["answer"].sort("model", nulls_last=True)
+    assert polars_answer["lostUsd"].to_list() == pytest.approx(by_model["lostUsd"].to_list())
+    assert polars_answer["hit"].to_list() == pytest.approx(by_model["hitRatio"].to_list(), nan_ok=True)
+    [sql] = doc_blocks("sql")
+    models, projects, statuses = (duckdb.sql(statement).fetchall()
+                                  for statement in sql.split(";") if statement.strip())
+    assert sorted((m, pytest.approx(lost)) for m, lost, _ in models if m) == \
+           sorted((m, pytest.approx(lost)) for m, lost in by_model.select("model", "lostUsd").rows() if m)
+    by_project = query.waste(Path("fleet"), "project")
+    assert {p: lost for p, lost in projects} == pytest.approx(dict(by_project.select("project", "lostUsd").rows()))
+    verdicts = query.scan(Path("fleet"), "logs").group_by("generation", "status").len().collect().rows()
+    assert sorted(statuses, key=str) == sorted(verdicts, key=str)
+
+
+@pytest.mark.parametrize("planted", ["calls", "_manifest.json"])
+def test_a_link_planted_in_the_dataset_is_never_written_through(planted: str, built: Path, tmp_path: Path) -> None:
+    dataset, elsewhere = tmp_path / "fleet", tmp_path / "elsewhere"
+    run("export", str(built / "v1"), "--to", str(dataset))
+    elsewhere.mkdir()
+    target = dataset / planted
+    if planted == "calls":
+        shutil.rmtree(target)
+        target.symlink_to(elsewhere, target_is_directory=True)
+    else:
+        (elsewhere / planted).write_bytes(target.read_bytes())
+        target.unlink()
+        target.symlink_to(elsewhere / planted)
+    code, _, err = run("export", str(built), "--to", str(dataset))
+    assert code == 2 and err.count("\n") == 1 and "link" in err
+    assert [path.name for path in elsewhere.iterdir()] == ([] if planted == "calls" else [planted])
+
+
+def page_parts(page: str) -> tuple[str, list[str], int]:
+    """The page's summary, its sessions table's rows (sorted: ties may rank in another order) and how many
+    sessions it draws."""
+    summary = page.split('<p id="summary">', 1)[1].split("</p>", 1)[0]
+    table = page.split('<tbody>', 1)[1].split("</tbody>", 1)[0] if '<table class="sortable"' in page else ""
+    return summary, sorted(table.split("<tr>")), page.count('<section class="session"')
+
+
+@pytest.mark.parametrize("name", ["bench", "home"])
+def test_report_of_a_dataset_is_the_report_of_its_logs(name: str, built: Path, tmp_path: Path,
+                                                       bench_like: Path) -> None:
+    logs, dataset = sources(name, built, tmp_path, bench_like), tmp_path / "fleet"
+    run("export", str(logs), "--to", str(dataset))
+    code, _, err = run("report", str(dataset), "-o", str(tmp_path / "fleet.html"))
+    assert code == 0, err
+    run("report", str(logs), "-o", str(tmp_path / "logs.html"))
+    fleet, direct = ((tmp_path / page).read_text(encoding="utf-8") for page in ("fleet.html", "logs.html"))
+    assert page_parts(fleet) == page_parts(direct)
+
+
+def test_a_link_planted_at_a_temporary_name_is_removed_not_written_through(built: Path, tmp_path: Path) -> None:
+    dataset, elsewhere = tmp_path / "fleet", tmp_path / "elsewhere.json"
+    run("export", str(built / "v1"), "--to", str(dataset))
+    elsewhere.write_text("mine")
+    (dataset / f"._manifest.json.{os.getpid()}.tmp").symlink_to(elsewhere)
+    code, _, err = run("export", str(built), "--to", str(dataset))
+    assert code == 0, err
+    assert elsewhere.read_text() == "mine"
+    assert json.loads((dataset / "_manifest.json").read_text())["runs"][-1]["complete"]
+
+
+def test_memory_holds_one_log_s_rows_not_the_run_s(built: Path, tmp_path: Path) -> None:
+    """Ten times the logs, about the same peak: each log's rows are written as they arrive."""
+    from cli_child import run_audit
+
+    peaks = {}
+    for copies in (8, 80):
+        logs = tmp_path / f"logs{copies}"
+        for copy in range(copies):
+            shutil.copytree(built, logs / f"copy{copy}")
+        done = run_audit("export", logs, "--to", tmp_path / f"fleet{copies}", as_limit=4 << 30, timeout=300)
+        assert done.code == 0, done.err
+        peaks[copies] = done.peak_rss
+    assert peaks[80] < peaks[8] + (24 << 20), peaks
