@@ -63,3 +63,4 @@ def test_verify_on_a_plain_log_loads_only_what_it_needs() -> None:
     modules = {name.decode() for name in imported_modules("verify", str(log))}
     assert "dsh_audit.verify" in modules   # the report was read
     assert not {"sqlite3", "zstandard", "importlib.resources", "dsh_audit.readers.home"} & modules
+    assert not {"concurrent.futures", "multiprocessing", "dask", "distributed"} & modules   # one log: no pool

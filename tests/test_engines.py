@@ -1,0 +1,186 @@
+"""The engines (dsh_audit.engines): every item's result exactly once, in the order of the items, on this process, a
+process pool or a real Dask cluster of 2 worker processes on 127.0.0.1, started and stopped here. A worker
+killed mid-run loses nothing and doubles nothing; verify's JSON document is the same whatever the engine."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from conftest_reference import LOGS_ROOT
+from dsh_audit.cli import main
+from dsh_audit.engines import CHUNK_CAP, EngineChoice, map_units
+
+psutil = pytest.importorskip("psutil")
+distributed = pytest.importorskip("distributed")
+
+GENERATIONS = Path(__file__).resolve().parent / "fixtures" / "generations"
+WAIT = 120   # seconds: the bound on every wait for the cluster
+REFUSING = "tcp://127.0.0.1:9"   # the discard port, where nothing listens
+
+
+def doubled(item: int) -> tuple[int, int]:
+    return item * 2, os.getpid()
+
+
+def slowly_doubled(item: int) -> tuple[int, int]:
+    time.sleep(0.02)
+    return doubled(item)
+
+
+class Counted:
+    """An iterable that does not say its length and counts how far it has been read."""
+
+    def __init__(self, count: int) -> None:
+        self.count, self.read = count, 0
+
+    def __iter__(self) -> Iterator[int]:
+        for item in range(self.count):
+            self.read += 1
+            yield item
+
+
+def collected(choice: EngineChoice, items: list[int], unit: Any = doubled) -> list[tuple[int, int]]:
+    """map_units' results, read in a thread that must end within WAIT seconds."""
+    results: list[tuple[int, int]] = []
+    reader = threading.Thread(target=lambda: results.extend(map_units(unit, items, choice)), daemon=True)
+    reader.start()
+    reader.join(WAIT)
+    assert not reader.is_alive(), "the engine did not finish in time"
+    return results
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    """The LocalCluster `--engine dask` starts (2 workers on 127.0.0.1), with a client to it."""
+    from dsh_audit.engines import _local_cluster
+
+    local = _local_cluster(2)
+    client = distributed.Client(local, set_as_default=False, timeout=WAIT)
+    try:
+        client.wait_for_workers(2, timeout=WAIT)
+        yield local, client
+    finally:
+        client.close(timeout=WAIT)
+        local.close(timeout=WAIT)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_local_engine_yields_each_result_once_in_order(jobs: int) -> None:
+    items = list(range(300))
+    results = collected(EngineChoice("local", jobs), items)
+    assert [value for value, _ in results] == [item * 2 for item in items]
+    assert len({pid for _, pid in results}) == jobs   # the pool's workers did the work, not this process
+    assert (os.getpid() in {pid for _, pid in results}) == (jobs == 1)
+
+
+def test_local_engine_keeps_bounded_work_in_flight() -> None:
+    """On an iterable of unknown length, the pool reads only a few chunks ahead of what has been yielded."""
+    items = Counted(1_000_000)
+    mapped = map_units(doubled, items, EngineChoice("local", 2))
+    assert next(mapped)[0] == 0
+    assert items.read <= 2 * 4 * CHUNK_CAP + CHUNK_CAP
+    mapped.close()   # the pool is shut down with the generator
+
+
+def test_the_cluster_listens_on_127_0_0_1_only(cluster: Any) -> None:
+    """The scheduler and the nannies run in this process, the workers in its children: every socket any of them
+    listens on is bound to 127.0.0.1."""
+    here = psutil.Process()
+    processes = [here, *here.children(recursive=True)]
+    listening = [(process.pid, connection.laddr) for process in processes
+                 for connection in process.net_connections(kind="inet")
+                 if connection.status == psutil.CONN_LISTEN or not connection.raddr]
+    assert len(listening) >= 6   # the scheduler and its HTTP server, two nannies, two workers
+    assert {address.ip for _, address in listening} == {"127.0.0.1"}, listening
+
+
+def test_dask_engine_yields_each_result_once_in_order(cluster: Any) -> None:
+    local, _ = cluster
+    items = list(range(500))
+    results = collected(EngineChoice("dask", address=local.scheduler_address), items)
+    assert [value for value, _ in results] == [item * 2 for item in items]
+    assert len({pid for _, pid in results}) == 2 and os.getpid() not in {pid for _, pid in results}
+
+
+def test_a_worker_killed_mid_run_loses_and_doubles_nothing(cluster: Any) -> None:
+    local, client = cluster
+    items = list(range(400))   # 20 ms each: about 4 s on 2 workers
+    pids = sorted(client.run(os.getpid, wait=True).values())
+    victim = pids[0]
+    results: list[tuple[int, int]] = []
+
+    def read() -> None:
+        for result in map_units(slowly_doubled, items, EngineChoice("dask", address=local.scheduler_address)):
+            results.append(result)
+            if len(results) == 40:   # mid-run: the rest is queued or running on both workers
+                os.kill(victim, signal.SIGKILL)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(WAIT)
+    assert not reader.is_alive(), "the engine did not finish in time"
+    assert [value for value, _ in results] == [item * 2 for item in items]   # each exactly once, in order
+    assert victim in {pid for _, pid in results[:40]}
+    assert victim not in {pid for _, pid in results[len(results) // 2:]}   # its unfinished chunks were rerun
+    client.wait_for_workers(2, timeout=WAIT)   # the nanny restarted it, for the tests after this one
+
+
+def audit(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "dsh_audit", *map(str, args)], capture_output=True, text=True,
+                          timeout=WAIT, check=False, env={**os.environ, "COLUMNS": "200", **(env or {})})
+
+
+def documents(*args: str | Path) -> list[tuple[int, Any]]:
+    """verify --json over the corpus and the generation fixtures (one log of which is unreadable: exit 2), through
+    the engine `args` name: each exit code and document."""
+    documents = []
+    for logs in (LOGS_ROOT, GENERATIONS):
+        done = audit("verify", "--json", *args, logs)
+        assert not done.stderr   # quiet: nothing of Dask's logging
+        documents.append((done.returncode, json.loads(done.stdout)))
+    return documents
+
+
+def test_verify_gives_the_same_document_on_every_engine(cluster: Any) -> None:
+    local, _ = cluster
+    serial = documents("-j", "1")
+    assert [code for code, _ in serial] == [1, 2]
+    assert sum(document["summary"]["requests"] for _, document in serial) > 211
+    assert documents("-j", "2") == serial
+    assert documents("--engine", "dask", "--address", local.scheduler_address) == serial
+    assert documents("--engine", "dask", "-j", "2") == serial   # its own LocalCluster, started and closed
+
+
+def test_an_unreachable_scheduler_is_one_line_exit_2() -> None:
+    done = audit("verify", "--engine", "dask", "--address", REFUSING, GENERATIONS)
+    assert done.returncode == 2 and not done.stdout
+    assert done.stderr == f"audit: cannot reach the Dask scheduler at {REFUSING}: Connection refused\n"
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["--engine", "dask", "--address", "nonsense"], "no Dask scheduler address (tcp://HOST:PORT)"),
+    (["--address", REFUSING], "--address names a Dask scheduler: it needs --engine dask, not local"),
+])
+def test_a_wrong_address_is_one_line_exit_2(args: list[str], said: str) -> None:
+    result = CliRunner().invoke(main, ["verify", *args, str(GENERATIONS)])
+    assert result.exit_code == 2 and not result.stdout
+    assert said in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_the_dask_engine_not_installed_is_one_line_exit_2(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "distributed", None)   # import distributed raises ImportError
+    result = CliRunner().invoke(main, ["verify", "--engine", "dask", str(GENERATIONS)])
+    assert result.exit_code == 2 and not result.stdout
+    assert result.stderr == "audit: --engine dask needs Dask's distributed scheduler: pip install 'dsh-audit[dask]'\n"
