@@ -122,7 +122,7 @@ def _pool(unit: Callable[[T], R], items: Iterable[T], workers: int, size: int) -
 def _dask(unit: Callable[[T], R], items: Iterable[T], choice: EngineChoice) -> Iterator[R]:
     from distributed import Client
 
-    logging.getLogger("distributed").setLevel(logging.ERROR)   # its warnings are for a cluster's operator
+    logging.getLogger("distributed").setLevel(logging.CRITICAL)   # its log is for a cluster's operator
     cluster = _local_cluster(choice.workers) if choice.address is None else None
     try:
         try:
@@ -146,13 +146,13 @@ def _dask(unit: Callable[[T], R], items: Iterable[T], choice: EngineChoice) -> I
 def _local_cluster(workers: int) -> Any:
     """A cluster of `workers` processes of one thread each, for this run alone: the scheduler, the nannies and the
     workers listen on 127.0.0.1 only, and so does the scheduler's HTTP server (it has one, dashboard or not: on a
-    port of its own, not 8787, which another cluster may hold); only errors are logged. Its workers are spawned,
-    so each builds the fast path's decoders of the generations it meets, in parallel."""
+    port of its own, not 8787, which another cluster may hold); nothing is logged but a crash. Its workers are
+    spawned, so each builds the fast path's decoders of the generations it meets, in parallel."""
     from distributed import LocalCluster
 
     return LocalCluster(  # type: ignore[no-untyped-call]
         n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0",
-        silence_logs=logging.ERROR)
+        silence_logs=logging.CRITICAL)
 
 
 def _reachable(address: str) -> str:
