@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from conftest_reference import LOGS_ROOT
 from dsh_audit.cli import main
-from dsh_audit.engines import CHUNK_CAP, EngineChoice, map_units
+from dsh_audit.engines import CHUNK_UNSIZED, CHUNKS_IN_FLIGHT, EngineChoice, map_units
 
 psutil = pytest.importorskip("psutil")
 distributed = pytest.importorskip("distributed")
@@ -90,7 +90,7 @@ def test_local_engine_keeps_bounded_work_in_flight() -> None:
     items = Counted(1_000_000)
     mapped = map_units(doubled, items, EngineChoice("local", 2))
     assert next(mapped)[0] == 0
-    assert items.read <= 2 * 4 * CHUNK_CAP + CHUNK_CAP
+    assert items.read <= (2 * CHUNKS_IN_FLIGHT + 1) * CHUNK_UNSIZED   # 2 workers' chunks, and one more
     mapped.close()   # the pool is shut down with the generator
 
 
