@@ -19,8 +19,8 @@ import pytest
 from click.testing import CliRunner
 
 from conftest_reference import LOGS_ROOT
-from dsh_audit.cli import main
-from dsh_audit.engines import CHUNK_UNSIZED, CHUNKS_IN_FLIGHT, EngineChoice, map_units
+from dsh_audit.cli import main, options
+from dsh_audit.engines import CHUNK_UNSIZED, CHUNKS_IN_FLIGHT, ENGINES, EngineChoice, local_cluster, map_units
 
 psutil = pytest.importorskip("psutil")
 distributed = pytest.importorskip("distributed")
@@ -64,9 +64,7 @@ def collected(choice: EngineChoice, items: list[int], unit: Any = doubled) -> li
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Any]:
     """The LocalCluster `--engine dask` starts (2 workers on 127.0.0.1), with a client to it."""
-    from dsh_audit.engines import _local_cluster
-
-    local = _local_cluster(2)
+    local = local_cluster(2)
     client = distributed.Client(local, set_as_default=False, timeout=WAIT)
     try:
         client.wait_for_workers(2, timeout=WAIT)
@@ -74,6 +72,10 @@ def cluster() -> Iterator[Any]:
     finally:
         client.close(timeout=WAIT)
         local.close(timeout=WAIT)
+
+
+def test_the_command_line_offers_every_engine() -> None:
+    assert options.ENGINES == ENGINES   # spelled there so that --help starts without dsh_audit.engines
 
 
 @pytest.mark.parametrize("jobs", [1, 2])

@@ -123,7 +123,7 @@ def _dask(unit: Callable[[T], R], items: Iterable[T], choice: EngineChoice) -> I
     from distributed import Client
 
     logging.getLogger("distributed").setLevel(logging.CRITICAL)   # its log is for a cluster's operator
-    cluster = _local_cluster(choice.workers) if choice.address is None else None
+    cluster = local_cluster(choice.workers) if choice.address is None else None
     try:
         try:
             client = Client(  # type: ignore[no-untyped-call]
@@ -143,7 +143,7 @@ def _dask(unit: Callable[[T], R], items: Iterable[T], choice: EngineChoice) -> I
             cluster.close()
 
 
-def _local_cluster(workers: int) -> Any:
+def local_cluster(workers: int) -> Any:
     """A cluster of `workers` processes of one thread each, for this run alone: the scheduler, the nannies and the
     workers listen on 127.0.0.1 only, and so does the scheduler's HTTP server (it has one, dashboard or not: on a
     port of its own, not 8787, which another cluster may hold); nothing is logged but a crash. Its workers are

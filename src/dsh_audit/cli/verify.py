@@ -71,7 +71,8 @@ def verify(logs: tuple[Path, ...], session: str | None, fmt: str, strict: bool, 
     chosen = chosen_paths(logs, session)
     paths = chosen.paths
     check_output(junit_file, inputs=chosen.inputs, what="the JUnit report", create_folder=True)   # before the work
-    single = (engine == "local" and jobs == 1) or (len(paths) == 1 and paths[0].is_file())   # read here: a bar
+    # Read in this process (one worker, or one file): a progress bar by bytes. A Dask worker's reads are not seen.
+    single = engine == "local" and (jobs == 1 or (len(paths) == 1 and paths[0].is_file()))
     reports: list[LogReport] = []
     with byte_progress(paths, "verify") if single else nullcontext():
         found = verify_paths(paths, message_prefix=message_prefix, engine=choice,
