@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -19,8 +21,10 @@ import pytest
 from click.testing import CliRunner
 
 from conftest_reference import LOGS_ROOT
+from dsh_audit import digest_spool
 from dsh_audit.cli import main, options
 from dsh_audit.engines import CHUNK_UNSIZED, CHUNKS_IN_FLIGHT, ENGINES, EngineChoice, local_cluster, map_units
+from dsh_audit.verify import VerifyUnit
 
 psutil = pytest.importorskip("psutil")
 distributed = pytest.importorskip("distributed")
@@ -137,6 +141,22 @@ def test_a_worker_killed_mid_run_loses_and_doubles_nothing(cluster: Any) -> None
     assert victim in {pid for _, pid in results[:40]}
     assert victim not in {pid for _, pid in results[len(results) // 2:]}   # its unfinished chunks were rerun
     client.wait_for_workers(2, timeout=WAIT)   # the nanny restarted it, for the tests after this one
+
+
+def test_digests_for_a_remote_worker_travel_as_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker of a cluster at --address may be on another machine: its reports' digests, spilled to its disk,
+    reach the driver as bytes, not as the name of a file there."""
+    spill = tmp_path / "tmp"
+    spill.mkdir()
+    monkeypatch.setattr(digest_spool, "SPILL_BYTES", 1)   # every spool on disk
+    monkeypatch.setattr(tempfile, "tempdir", str(spill))
+    found = (Path(__file__).resolve().parents[1] / "sample_logs" / "compaction-recovery" / "session.v3.jsonl", None)
+    [here] = VerifyUnit()(found)
+    [there] = VerifyUnit(portable=True)(found)
+    assert len(here.requests) > 0 and there.requests.portable
+    state = there.requests.__getstate__()
+    assert "bytes" in state and "path" not in state
+    assert list(pickle.loads(pickle.dumps(there)).requests) == list(here.requests)
 
 
 def audit(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -215,7 +215,8 @@ def _verified(files: list[Path], found: Discovery, message_prefix: str, engine: 
               keep_requests: bool, allow_events: tuple[str, ...], ignore: Mapping[str, str] | None
               ) -> Iterator[LogReport]:
     ambiguous = found.ambiguous
-    unit = VerifyUnit(message_prefix, keep_requests, allow_events, dict(ignore or {}))
+    unit = VerifyUnit(message_prefix, keep_requests, allow_events, dict(ignore or {}),
+                      portable=engine.address is not None)
     # Standard input and pipes are read here: a worker's stdin is not ours, and a pipe is read once. An
     # ambiguous path is a failed row made here.
     here = {path for path in files if path in ambiguous or is_stream(path)}
@@ -237,17 +238,22 @@ def _verified(files: list[Path], found: Discovery, message_prefix: str, engine: 
 class VerifyUnit:
     """verify's unit of work, on any engine (dsh_audit.engines): a log's path and the folder a walk found it in
     (or None) -> its reports, an unreadable log a report with `read_error` set (verify_path). Picklable, so a
-    Ray or Spark job can map it too (docs/fleet.md)."""
+    Ray or Spark job can map it too (docs/fleet.md). `portable`: the reports' request digests travel as bytes,
+    never as a temporary file's name, for a worker on another machine than the one that reads its results."""
 
     message_prefix: str = "legacy"
     keep_requests: bool = True
     allow_events: tuple[str, ...] = ()
     ignore: Mapping[str, str] = field(default_factory=dict)
+    portable: bool = False
 
     def __call__(self, found: tuple[Path, Path | None]) -> list[LogReport]:
         path, found_in = found
-        return verify_path(path, found_in, message_prefix=self.message_prefix, keep_requests=self.keep_requests,
-                           allow_events=self.allow_events, ignore=self.ignore)
+        reports = verify_path(path, found_in, message_prefix=self.message_prefix, keep_requests=self.keep_requests,
+                              allow_events=self.allow_events, ignore=self.ignore)
+        for report in reports:
+            report.requests.portable = self.portable
+        return reports
 
 
 def summary(reports: list[LogReport], strict: bool = False) -> dict[str, Any]:
