@@ -24,6 +24,7 @@ from conftest_reference import LOGS_ROOT
 from dsh_audit import digest_spool
 from dsh_audit.cli import main, options
 from dsh_audit.engines import CHUNK_UNSIZED, CHUNKS_IN_FLIGHT, ENGINES, EngineChoice, local_cluster, map_units
+from dsh_audit.errors import DshAuditError
 from dsh_audit.verify import VerifyUnit
 
 psutil = pytest.importorskip("psutil")
@@ -43,6 +44,13 @@ def slowly_doubled(item: int) -> tuple[int, int]:
     return doubled(item)
 
 
+def deadly_at_7(item: int) -> tuple[int, int]:
+    """A unit that takes down its worker on one item, as a log too big for the worker's memory would."""
+    if item == 7:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return doubled(item)
+
+
 class Counted:
     """An iterable that does not say its length and counts how far it has been read."""
 
@@ -56,12 +64,22 @@ class Counted:
 
 
 def collected(choice: EngineChoice, items: list[int], unit: Any = doubled) -> list[tuple[int, int]]:
-    """map_units' results, read in a thread that must end within WAIT seconds."""
+    """map_units' results, read in a thread that must end within WAIT seconds; what it raises, raised here."""
     results: list[tuple[int, int]] = []
-    reader = threading.Thread(target=lambda: results.extend(map_units(unit, items, choice)), daemon=True)
+    raised: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            results.extend(map_units(unit, items, choice))
+        except Exception as error:
+            raised.append(error)
+
+    reader = threading.Thread(target=read, daemon=True)
     reader.start()
     reader.join(WAIT)
     assert not reader.is_alive(), "the engine did not finish in time"
+    if raised:
+        raise raised[0]
     return results
 
 
@@ -98,6 +116,28 @@ def test_local_engine_keeps_bounded_work_in_flight() -> None:
     assert next(mapped)[0] == 0
     assert items.read <= (2 * CHUNKS_IN_FLIGHT + 1) * CHUNK_UNSIZED   # 2 workers' chunks, and one more
     mapped.close()   # the pool is shut down with the generator
+
+
+def test_a_pool_worker_killed_mid_run_ends_the_run_in_one_line() -> None:
+    """The process pool cannot rerun a dead worker's logs: the run stops with why, not a traceback."""
+    raised: list[BaseException] = []
+
+    def read() -> None:
+        seen = 0
+        try:
+            for _, pid in map_units(slowly_doubled, list(range(400)), EngineChoice("local", 2)):
+                seen += 1
+                if seen == 40:
+                    os.kill(pid, signal.SIGKILL)
+        except DshAuditError as error:
+            raised.append(error)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(WAIT)
+    assert not reader.is_alive(), "the engine did not finish in time"
+    [error] = raised
+    assert str(error).startswith("a worker process died mid-run (killed, or out of memory?)")
 
 
 def test_the_cluster_listens_on_127_0_0_1_only(cluster: Any) -> None:
@@ -143,6 +183,15 @@ def test_a_worker_killed_mid_run_loses_and_doubles_nothing(cluster: Any) -> None
     client.wait_for_workers(2, timeout=WAIT)   # the nanny restarted it, for the tests after this one
 
 
+def test_a_chunk_that_kills_every_worker_it_meets_ends_the_run_in_one_line(cluster: Any) -> None:
+    """Dask reruns a dead worker's chunk elsewhere, up to allowed-failures (3) times: a fourth death is a
+    DshAuditError (exit 2), not KilledWorker's traceback."""
+    local, client = cluster
+    with pytest.raises(DshAuditError, match=r"killed 4 Dask workers in turn \(distributed.scheduler.allowed-failures"):
+        collected(EngineChoice("dask", address=local.scheduler_address), list(range(20)), unit=deadly_at_7)
+    client.wait_for_workers(2, timeout=WAIT)
+
+
 def test_digests_for_a_remote_worker_travel_as_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A worker of a cluster at --address may be on another machine: its reports' digests, spilled to its disk,
     reach the driver as bytes, not as the name of a file there."""
@@ -164,25 +213,21 @@ def audit(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.Co
                           timeout=WAIT, check=False, env={**os.environ, "COLUMNS": "200", **(env or {})})
 
 
-def documents(*args: str | Path) -> list[tuple[int, Any]]:
-    """verify --json over the corpus and the generation fixtures (one log of which is unreadable: exit 2), through
-    the engine `args` name: each exit code and document."""
-    documents = []
-    for logs in (LOGS_ROOT, GENERATIONS):
-        done = audit("verify", "--json", *args, logs)
-        assert not done.stderr   # quiet: nothing of Dask's logging
-        documents.append((done.returncode, json.loads(done.stdout)))
-    return documents
+def document(*args: str | Path) -> Any:
+    """verify --json over the corpus and the generation fixtures, through the engine `args` name."""
+    done = audit("verify", "--json", *args, LOGS_ROOT, GENERATIONS)
+    assert done.returncode == 2, done.stderr   # one fixture is unreadable: it fails the gate
+    assert not done.stderr   # quiet: nothing of Dask's logging
+    return json.loads(done.stdout)
 
 
 def test_verify_gives_the_same_document_on_every_engine(cluster: Any) -> None:
     local, _ = cluster
-    serial = documents("-j", "1")
-    assert [code for code, _ in serial] == [1, 2]
-    assert sum(document["summary"]["requests"] for _, document in serial) > 211
-    assert documents("-j", "2") == serial
-    assert documents("--engine", "dask", "--address", local.scheduler_address) == serial
-    assert documents("--engine", "dask", "-j", "2") == serial   # its own LocalCluster, started and closed
+    serial = document("-j", "1")
+    assert serial["summary"]["requests"] > 211 and serial["summary"]["failed"] > 11
+    assert document("-j", "2") == serial
+    assert document("--engine", "dask", "--address", local.scheduler_address) == serial
+    assert document("--engine", "dask", "-j", "2") == serial   # its own LocalCluster, started and closed
 
 
 def test_an_unreachable_scheduler_is_one_line_exit_2() -> None:

@@ -8,7 +8,8 @@ results in the order of `items`, each exactly once, whatever the engine (docs/fl
 Either way at most a few chunks per worker are in flight, so a million items cost the memory of those chunks, not
 of a million futures. A unit is a picklable top-level callable that turns its own failures into its result (a
 failed row, as verify_path does with an unreadable log): what it raises is a bug, raised here as it was there.
-A worker that dies mid-run has its chunks rerun by the engine (Dask's allowed-failures), never yielded twice."""
+A Dask worker that dies mid-run has its chunks rerun on the others, never yielded twice; a chunk that kills
+worker after worker (Dask's allowed-failures), or a pool worker that dies, ends the run in one line (exit 2)."""
 
 from __future__ import annotations
 
@@ -111,12 +112,20 @@ def _in_order(submit: Callable[[list[T]], Any], result: Callable[[Any], list[R]]
 
 def _pool(unit: Callable[[T], R], items: Iterable[T], workers: int, size: int) -> Iterator[R]:
     from concurrent.futures import ProcessPoolExecutor  # multiprocessing and logging: for -j only (~10 ms)
+    from concurrent.futures.process import BrokenProcessPool
 
     with ProcessPoolExecutor(max_workers=workers) as pool:
         def submit(chunk: list[T]) -> Future[list[R]]:
             return pool.submit(run_chunk, unit, chunk)
 
-        yield from _in_order(submit, lambda future: future.result(), items, size, workers * CHUNKS_IN_FLIGHT)
+        def result(future: Future[list[R]]) -> list[R]:
+            try:
+                return future.result()
+            except BrokenProcessPool:   # killed, or out of memory: the pool cannot rerun its work
+                raise DshAuditError("a worker process died mid-run (killed, or out of memory?); --engine dask "
+                                    "reruns a dead worker's work elsewhere") from None
+
+        yield from _in_order(submit, result, items, size, workers * CHUNKS_IN_FLIGHT)
 
 
 def _dask(unit: Callable[[T], R], items: Iterable[T], choice: EngineChoice) -> Iterator[R]:
@@ -137,10 +146,23 @@ def _dask(unit: Callable[[T], R], items: Iterable[T], choice: EngineChoice) -> I
             def submit(chunk: list[T]) -> Any:
                 return client.submit(run_chunk, unit, chunk, pure=False)
 
-            yield from _in_order(submit, lambda future: future.result(), items, size, workers * CHUNKS_IN_FLIGHT)
+            yield from _in_order(submit, _dask_result, items, size, workers * CHUNKS_IN_FLIGHT)
     finally:
         if cluster is not None:
             cluster.close()
+
+
+def _dask_result(future: Any) -> Any:
+    from distributed import KilledWorker
+
+    try:
+        return future.result()
+    except KilledWorker:
+        from dask.config import get
+
+        raise DshAuditError(f"one chunk of the run's work killed {get('distributed.scheduler.allowed-failures') + 1} "
+                            "Dask workers in turn (distributed.scheduler.allowed-failures): a log too big for a "
+                            "worker's memory?") from None
 
 
 def local_cluster(workers: int) -> Any:
