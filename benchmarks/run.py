@@ -433,6 +433,34 @@ def targets(results: dict[int, dict[str, object]], par: tuple[Run, Run] | None,
     return [*lines, ""]
 
 
+def bench_fleet(opts: argparse.Namespace) -> Run:
+    """fleet.py: the engines over many small and some big logs (issue 22)."""
+    print("== fleet engines", flush=True)
+    command = ["--command", opts.fleet_command] if opts.fleet_command else []
+    return measure("fleet engines (fleet.py)", [PY, str(HERE / "fleet.py"), "--small", str(opts.fleet_small),
+                                                "--big", str(opts.fleet_big), *command, "--json"])
+
+
+def fleet_lines(run: Run) -> list[str]:
+    from fleet import results_lines
+    try:
+        return results_lines(json.loads(run.stdout))
+    except ValueError:
+        return ["## Fleet engines (issue 22)", "", f"- **FAIL**: {run.stdout[-300:]}", ""]
+
+
+def with_section(text: str, lines: list[str], before: str) -> str:
+    """`text` with the section `lines` starts with put in place of its own, else before the section `before`."""
+    title, kept, skipping = lines[0], [], False
+    for line in text.splitlines():
+        if line.startswith("## "):
+            skipping = line == title
+        if not skipping:
+            kept.append(line)
+    at = kept.index(before) if before in kept else len(kept)
+    return "\n".join([*kept[:at], *lines, *kept[at:]]) + "\n"
+
+
 def machine_info() -> list[str]:
     node = subprocess.run([NODE, "--version"], capture_output=True, text=True).stdout.strip()
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -451,10 +479,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--small-logs", type=int, default=1000)
     parser.add_argument("--generations-check-max-mb", type=int, default=100,
                         help="largest size whose v3 twin's requests are compared with v0's (check_generations.py)")
+    parser.add_argument("--fleet-small", type=int, default=2000, help="small logs of the engines' piece (fleet.py)")
+    parser.add_argument("--fleet-big", type=int, default=20, help="30 MB logs of the engines' piece (fleet.py)")
+    parser.add_argument("--fleet-command", default=None, help="what fleet.py measures (its --command)")
+    parser.add_argument("--only-fleet", action="store_true",
+                        help="run the engines' piece alone and replace its section of --out, keeping the rest")
     parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
     opts = parser.parse_args(argv)
     if opts.quick:
         opts.sizes, opts.fresh_timeout, opts.inc_timeout, opts.small_logs = "10", 10.0, 30.0, 200
+        opts.fleet_small, opts.fleet_big = 200, 2
+    if opts.only_fleet:
+        fleet = bench_fleet(opts)
+        opts.out.write_text(with_section(opts.out.read_text() if opts.out.exists() else "", fleet_lines(fleet),
+                                         before="## Notes"))
+        print(f"wrote the fleet section of {opts.out}")
+        return 0
     started = time.perf_counter()
     load_start = " ".join(f"{x:.2f}" for x in os.getloadavg())
     results = {int(s): bench_size(int(s), opts) for s in opts.sizes.split(",")}
@@ -487,6 +527,7 @@ def main(argv: list[str] | None = None) -> int:
         print("== html report", flush=True)
         html = measure("html report + browser check", [PY, str(HERE / "html_report.py"), "--size", str(html_size),
                                                        "--json"])
+    fleet = bench_fleet(opts)
     total = time.perf_counter() - started
     md = ["# Benchmark results", "",
           f"Written by `python benchmarks/run.py --sizes {opts.sizes}{' --quick' if opts.quick else ''}` in "
@@ -512,6 +553,7 @@ def main(argv: list[str] | None = None) -> int:
         checked_corpus = node_json(corpus)
         md += corpus_results_lines(checked_corpus) if checked_corpus else [
             "## HTML report over the corpus directory", "", f"- **FAIL**: {corpus.stdout[-300:]}", ""]
+    md += fleet_lines(fleet)
     md += ["## Notes", "",
            "- (a) floor: `parse_floor.py`, the faster of an orjson line loop and a 4 MiB block-split loop.",
            "- required work: `required_work.py`, the floor's line loop plus only the built-in calls (type passes, "
@@ -535,7 +577,7 @@ def main(argv: list[str] | None = None) -> int:
             listed += [twin["check"], *([twin["gencheck"]] if twin["gencheck"] is not None else [])]
         listed += [result["required"], *result["runs"], result["share"]]  # type: ignore[list-item, misc]
         md += [f"    {shlex.join(r.cmd)}" for r in listed]
-    md += [f"    {shlex.join(r.cmd)}" for r in (*par, startup, many)]
+    md += [f"    {shlex.join(r.cmd)}" for r in (*par, startup, many, fleet)]
     md += [f"    {shlex.join(r.cmd)}" for r in (html, corpus) if r is not None] + [""]
     opts.out.write_text("\n".join(md))
     print(f"wrote {opts.out} in {total:.0f}s")

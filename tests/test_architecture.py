@@ -19,8 +19,9 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "dsh_audit"
 # The core: a log's model, the rules and the two engines that rebuild and check it. Everything else (reports,
 # explain, golden, the sessions service, the sinks, the command line) is built on it. codecache keeps the compiled
 # form of the code the fast path generates, as Python keeps a module's bytecode: the core's own, not an input.
+# engines is where verify's unit of work runs (a process pool, a Dask cluster): it reads no input of its own.
 CORE = frozenset({
-    "admission", "checks", "codecache", "deepseek_wire", "digest_spool", "errors", "fastcheck", "fastpath",
+    "admission", "checks", "codecache", "deepseek_wire", "digest_spool", "engines", "errors", "fastcheck", "fastpath",
     "finding_codes", "findings", "fold", "generations", "header", "jsjson", "lazy", "legacy", "model_calls",
     "reconstruct", "records", "rules", "seqlist", "shape", "stopping", "structure", "successors", "surface", "text",
     "tokens", "upcast", "verify", "vocabulary", "walker",

@@ -21,6 +21,7 @@ from click.testing import CliRunner
 from conftest_reference import LOGS_ROOT
 from dsh_audit.cli import main
 from dsh_audit.fleet import dataset as dataset_module
+from dsh_audit.fleet import export as export_module
 from dsh_audit.fleet import query
 from dsh_audit.fleet.columns import TABLES
 from dsh_audit.fleet.export import export
@@ -177,14 +178,15 @@ def test_a_run_stopped_part_way_is_completed_by_the_next(built: Path, tmp_path: 
     dataset, clean = tmp_path / "fleet", tmp_path / "clean"
     monkeypatch.setattr(dataset_module, "CHECKPOINT_EVERY", 2)
 
-    def dies_after_three(unit: Any, items: Any) -> Iterator[ExportedLog]:
+    def dies_after_three(unit: Any, items: Any, choice: Any) -> Iterator[ExportedLog]:
         for k, item in enumerate(items):
             if k == 3:
                 raise KeyboardInterrupt
-            yield unit(*item)
+            yield unit(item)
 
-    with pytest.raises(KeyboardInterrupt):
-        export([built], dataset, map_units=dies_after_three)
+    with monkeypatch.context() as patched, pytest.raises(KeyboardInterrupt):
+        patched.setattr(export_module, "map_units", dies_after_three)
+        export([built], dataset)
     saved = json.loads((dataset / "_manifest.json").read_text())
     assert len(saved["logs"]) == 2   # the checkpoint after two; the third's files are orphans
     assert [one["complete"] for one in saved["runs"]] == [False]

@@ -63,3 +63,12 @@ def test_verify_on_a_plain_log_loads_only_what_it_needs() -> None:
     modules = {name.decode() for name in imported_modules("verify", str(log))}
     assert "dsh_audit.verify" in modules   # the report was read
     assert not {"sqlite3", "zstandard", "importlib.resources", "dsh_audit.readers.home"} & modules
+    assert not {"concurrent.futures", "multiprocessing", "dask", "distributed"} & modules   # one log: no pool
+
+
+def test_verify_with_one_job_starts_no_engine() -> None:
+    """`verify -j 1 DIR` reads every log in its own process: no pool, no Dask (dsh_audit.engines)."""
+    folder = Path(__file__).resolve().parents[1] / "sample_logs"
+    modules = {name.decode() for name in imported_modules("verify", "-j", "1", "--all-generations", str(folder))}
+    assert "dsh_audit.engines" in modules
+    assert not {"concurrent.futures", "multiprocessing", "dask", "distributed"} & modules

@@ -30,6 +30,7 @@ class DigestSpool:
         self._file: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=SPILL_BYTES)   # noqa: SIM115 (owned)
         self._count = 0
         self._size = 0   # bytes written: beyond SPILL_BYTES, they are in the temporary file
+        self.portable = False   # sent between processes as bytes, whatever their size (to another machine)
 
     def append(self, digest: RequestDigest) -> None:
         record = (digest.turn, digest.step, digest.attempt, digest.dispatch_seq, digest.sha256, digest.inherited,
@@ -52,11 +53,12 @@ class DigestSpool:
             self._file.seek(0, os.SEEK_END)   # appends go on at the end
 
     # verify -j sends reports between processes. A spool still in memory travels as its bytes; one on disk as
-    # the name of a copy the receiver opens and unlinks at once, so neither process holds the log's digests.
+    # the name of a copy the receiver opens and unlinks at once, so neither process holds the log's digests. A
+    # portable one travels as bytes: a worker of a Dask cluster may be on another machine than its driver.
     def __getstate__(self) -> dict[str, Any]:
         self._file.seek(0)
         try:
-            if self._size <= SPILL_BYTES:
+            if self._size <= SPILL_BYTES or self.portable:
                 return {"bytes": self._file.read(), "count": self._count, "size": self._size}
             with _named_on_error(_SPOOLED):
                 copy = tempfile.NamedTemporaryFile(prefix="dsh-audit-digests-", delete=False)   # noqa: SIM115

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import gc
-import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from functools import partial
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import msgspec
 from . import fastpath
 from .checks import walk_checks
 from .digest_spool import DigestSpool
+from .engines import EngineChoice, map_units
 from .errors import DshAuditError
 from .findings import Finding, allowing, counts, ignoring, severity_counts
 from .fold import RebuiltRequest
@@ -202,11 +202,14 @@ def verify_path(path: Path, found_in: Path | None = None, *, message_prefix: str
 def verify_paths(paths: Iterable[Path], *, message_prefix: str = "legacy", jobs: int | None = 1,
                  keep_requests: bool = True, all_generations: bool = False,
                  superseded: Mapping[Path, Path] | None = None, allow_events: tuple[str, ...] = (),
-                 ignore: Mapping[str, str] | None = None, select: Select | None = None) -> Iterator[LogReport]:
+                 ignore: Mapping[str, str] | None = None, select: Select | None = None,
+                 engine: EngineChoice | None = None) -> Iterator[LogReport]:
     """Reports for every log below `paths`, in discovery order, then one per older generation skipped in a
     session directory, or of a log picked by --session (`superseded`; all are read with `all_generations`).
     A log `select` leaves out (dsh_audit.log_filter) is reported in its place, unread, with why.
-    `jobs` > 1 (None: one per core) verifies logs in that many processes; the output order stays deterministic."""
+    `jobs` > 1 (None: one per core) verifies logs in that many processes; `engine` runs them on another engine
+    (dsh_audit.engines; its own jobs then count, not `jobs`). The reports are the same and in the same order
+    whatever the engine and the number of workers."""
     found = discover_logs(list(paths), all_generations=all_generations, superseded=superseded)
     for folder, why in sorted(found.unlisted.items()):   # a gate never passes over what it could not read
         yield LogReport(label=str(folder), read_error=f"{folder}: {why}")
@@ -214,45 +217,58 @@ def verify_paths(paths: Iterable[Path], *, message_prefix: str = "legacy", jobs:
         yield LogReport(label=str(link), read_error=f"{link}: {why}")
     for directory in found.empty:
         yield LogReport(label=str(directory), read_error=f"{directory}: {no_log_below(directory, found)}")
-    yield from _verified(found.files, found, message_prefix, jobs, keep_requests, allow_events, ignore, select)
+    yield from _verified(found.files, found, message_prefix, engine or EngineChoice(jobs=jobs), keep_requests,
+                         allow_events, ignore, select)
     for older, newer in sorted(found.skipped.items()):
         yield LogReport(label=str(older), superseded_by=str(newer))
     for path, why in sorted(found.ignored.items()):
         yield LogReport(label=str(path), ignored=why)
 
 
-def _verified(files: list[Path], found: Discovery, message_prefix: str, jobs: int | None,
+def _verified(files: list[Path], found: Discovery, message_prefix: str, engine: EngineChoice,
               keep_requests: bool, allow_events: tuple[str, ...], ignore: Mapping[str, str] | None,
               select: Select | None) -> Iterator[LogReport]:
     ambiguous = found.ambiguous
-
-    def verify_one(path: Path) -> list[LogReport]:
-        if path in ambiguous:
-            return [LogReport(label=str(path), read_error=f"{path}: {ambiguous[path]}")]
-        return verify_path(path, found.found_in.get(path), message_prefix=message_prefix,
-                           keep_requests=keep_requests, allow_events=allow_events, ignore=ignore, select=select)
-
-    workers = min(jobs or os.cpu_count() or 1, len(files))
-    if workers <= 1:
-        for path in files:
-            yield from verify_one(path)
-        return
-    for known in generations():   # load the schemas once, before the workers fork, not once per worker
-        vocabulary(known.version)
+    unit = VerifyUnit(message_prefix, keep_requests, allow_events, dict(ignore or {}),
+                      portable=engine.address is not None, select=select)
+    # Standard input and pipes are read here: a worker's stdin is not ours, and a pipe is read once. An
+    # ambiguous path is a failed row made here.
+    here = {path for path in files if path in ambiguous or is_stream(path)}
+    readable = [(path, found.found_in.get(path)) for path in files if path not in here]
+    if engine.engine == "local" and min(engine.workers, len(readable)) > 1:
+        for known in generations():   # load the schemas once, before the pool forks, not once per worker
+            vocabulary(known.version)
     # The fast path's decoders are left to the workers: each builds those of the generations it meets, in
     # parallel, where building all five here first (about a second) was serial start-up for every run.
-    # Standard input and pipes are read here: a worker's stdin is not ours, and a pipe is read once.
-    here = {path for path in files if path in ambiguous or is_stream(path)}
-    from concurrent.futures import ProcessPoolExecutor  # multiprocessing and logging: for -j only (~10 ms)
+    mapped = map_units(unit, readable, engine) if readable else iter(())
+    for path in files:   # the engine's results come in the order of `readable`
+        if path in ambiguous:
+            yield LogReport(label=str(path), read_error=f"{path}: {ambiguous[path]}")
+        else:
+            yield from unit((path, found.found_in.get(path))) if path in here else next(mapped)
 
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        verify_many = partial(verify_path, message_prefix=message_prefix, keep_requests=keep_requests,
-                              allow_events=allow_events, ignore=ignore, select=select)
-        readable = [path for path in files if path not in here]
-        mapped = pool.map(verify_many, readable, [found.found_in.get(path) for path in readable],
-                          chunksize=max(1, len(readable) // (workers * 8)))
-        for path in files:   # the pool's results come in the order of `readable`
-            yield from verify_one(path) if path in here else next(mapped)
+
+@dataclass(frozen=True, slots=True)
+class VerifyUnit:
+    """verify's unit of work, on any engine (dsh_audit.engines): a log's path and the folder a walk found it in
+    (or None) -> its reports, an unreadable log a report with `read_error` set (verify_path). Picklable, so a
+    Ray or Spark job can map it too (docs/fleet.md). `portable`: the reports' request digests travel as bytes,
+    never as a temporary file's name, for a worker on another machine than the one that reads its results."""
+
+    message_prefix: str = "legacy"
+    keep_requests: bool = True
+    allow_events: tuple[str, ...] = ()
+    ignore: Mapping[str, str] = field(default_factory=dict)
+    portable: bool = False
+    select: Select | None = None   # picklable: a LogFilter's bound `outside`
+
+    def __call__(self, found: tuple[Path, Path | None]) -> list[LogReport]:
+        path, found_in = found
+        reports = verify_path(path, found_in, message_prefix=self.message_prefix, keep_requests=self.keep_requests,
+                              allow_events=self.allow_events, ignore=self.ignore, select=self.select)
+        for report in reports:
+            report.requests.portable = self.portable
+        return reports
 
 
 def summary(reports: list[LogReport], strict: bool = False) -> dict[str, Any]:

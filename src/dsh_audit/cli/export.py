@@ -11,7 +11,15 @@ import click
 
 from ..text import printable
 from . import EXIT_CLEAN, EXIT_UNREADABLE
-from .options import ALL_GENERATIONS_OPTION, ALLOW_EVENT_OPTION, LOGS_ARGUMENT, chosen_paths, format_option
+from .options import (
+    ALL_GENERATIONS_OPTION,
+    ALLOW_EVENT_OPTION,
+    LOGS_ARGUMENT,
+    chosen_engine,
+    chosen_paths,
+    engine_options,
+    format_option,
+)
 
 SCHEMA, SCHEMA_VERSION = "dsh-audit/export", 1
 
@@ -20,6 +28,7 @@ SCHEMA, SCHEMA_VERSION = "dsh-audit/export", 1
 Examples:
   audit export ~/.dsh/sessions --to fleet/        every session into the dataset fleet/ (made if new)
   audit export ci-logs/ --to fleet/ -j 4          four processes; run again: only new or changed logs are read
+  audit export logs/ --to fleet/ --engine dask --address tcp://10.0.0.5:8786   on a Dask cluster
   audit query fleet/ --question waste --by model  then ask it (or read it with polars or DuckDB: docs/fleet.md)
 Exit codes: 0 exported, 2 an input could not be read (it is a failed row of the logs table; everything else is
 exported), a dataset of a newer dsh-audit, an unwritable dataset or bad usage, 3 internal error, 130
@@ -27,27 +36,24 @@ interrupted (what was written stays; the next run completes it).""")
 @LOGS_ARGUMENT
 @click.option("--to", "to", required=True, type=click.Path(path_type=Path, file_okay=False),
               help="The dataset folder: made if new; a dataset made by audit export is updated in place.")
-@click.option("-j", "--jobs", type=click.IntRange(min=0), default=1, show_default=True,
-              help="Processes reading logs (0: one per core). The dataset does not depend on it.")
+@engine_options
 @format_option("table", "json", more="What the run did: logs new, replaced, unchanged, skipped, unreadable.")
 @ALLOW_EVENT_OPTION
 @ALL_GENERATIONS_OPTION
-def export(logs: tuple[Path, ...], to: Path, jobs: int, fmt: str, allow_events: tuple[str, ...],
-           all_generations: bool) -> int:
+def export(logs: tuple[Path, ...], to: Path, jobs: int, engine: str, address: str | None, fmt: str,
+           allow_events: tuple[str, ...], all_generations: bool) -> int:
     """Export every LOG (files or directories) into a hive-partitioned Parquet dataset: tables logs,
     requests, calls, findings and header_changes, partitioned by generation and date, with a manifest; a log
     already exported with the same content is skipped, a changed one replaces its rows."""
-    import os
-
     from ..findings import allowed_events
     from ..fleet.export import export as export_logs
-    from ..fleet.export import map_locally
     from ..fleet.unit import ExportOptions
 
     allowed = allowed_events(allow_events)   # before the work: a bad pattern is bad usage
+    choice = chosen_engine(engine, jobs, address)
     selection = chosen_paths(logs, None)
     summary = export_logs(selection.paths, to, options=ExportOptions(allowed),
-                          map_units=map_locally(jobs or os.cpu_count() or 1), all_generations=all_generations)
+                          engine=choice, all_generations=all_generations)
     if fmt == "json":
         sys.stdout.write(json.dumps({"schema": SCHEMA, "version": SCHEMA_VERSION, **summary.as_json()}, indent=2,
                                     ensure_ascii=False) + "\n")

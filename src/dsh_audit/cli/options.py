@@ -17,6 +17,7 @@ from ..sinks import described
 from ..text import printable
 
 if TYPE_CHECKING:
+    from ..engines import EngineChoice
     from ..log_filter import LogFilter
     from ..readers.discover import Selection, Skipped, Unreadable
     from ..reports.filters import CallFilter
@@ -170,6 +171,36 @@ def tell_filtered(left_out: Sequence[tuple[str, str, str]]) -> None:
         by[option] = by.get(option, 0) + 1
     for option, count in by.items():
         click.echo(printable(f"audit: {count} log(s) left out by {option}"), err=True)
+
+
+# dsh_audit.engines.ENGINES, spelled here so that `--help` starts without the engines
+ENGINES = ("local", "dask")
+
+
+def engine_options(function: F) -> F:
+    """-j/--jobs, --engine, --address: where a command's per-log work runs (dsh_audit.engines, docs/fleet.md)."""
+    for option in (
+        click.option("--address", metavar="URL",
+                     help="With --engine dask: the running Dask scheduler to use (tcp://HOST:PORT); without it, a "
+                          "cluster of --jobs worker processes on 127.0.0.1 is started for the run."),
+        click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
+                     help="Where the logs are read: local, processes on this machine; dask, a Dask distributed "
+                          "cluster (pip install 'dsh-audit[dask]'). The output is the same either way."),
+        click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, show_default=True,
+                     help="Worker processes (0: one per core). Output order does not depend on it."),
+    ):
+        function = option(function)
+    return function
+
+
+def chosen_engine(engine: str, jobs: int, address: str | None) -> EngineChoice:
+    """The engine the options name, checked before any work starts: --address without --engine dask, or an
+    engine not installed, is one line (exit 2)."""
+    from ..engines import EngineChoice, ready
+
+    choice = EngineChoice(engine, jobs or None, address)
+    ready(choice)
+    return choice
 
 
 JUNIT_OPTION = click.option(

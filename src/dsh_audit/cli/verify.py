@@ -19,8 +19,10 @@ from .options import (
     JUNIT_OPTION,
     LOGS_ARGUMENT,
     SESSION_OPTION,
+    chosen_engine,
     chosen_log_filter,
     chosen_paths,
+    engine_options,
     filter_options,
     format_option,
     ignored,
@@ -39,6 +41,7 @@ Examples:
   audit verify --strict --junit out.xml logs/     a CI gate: warnings fail too, a JUnit report
   audit verify --strict --allow-event 'acme/*' logs/   the product's own ignorable events accepted
   audit verify --strict --ignore placeholder-header fixtures/   scrubbed fixtures accepted
+  audit verify --engine dask --address tcp://10.0.0.5:8786 logs/   on a Dask cluster
 Exit codes: 0 clean, 1 findings, 2 unreadable input, unwritable --junit or bad usage, 3 internal error,
 130 interrupted.""")
 @LOGS_ARGUMENT
@@ -47,17 +50,16 @@ Exit codes: 0 clean, 1 findings, 2 unreadable input, unwritable --junit or bad u
 @click.option("--strict", is_flag=True, help="Warnings (placeholders, ignorable unknown events, torn tails) fail too.")
 @ALLOW_EVENT_OPTION
 @IGNORE_OPTION
-@click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Processes for a directory of logs (0: one per core). Output order does not depend on it.")
+@engine_options
 @JUNIT_OPTION
 @filter_options
 @ALL_GENERATIONS_OPTION
 @prefix_option()
 @COLOR_OPTION
 def verify(logs: tuple[Path, ...], session: str | None, fmt: str, strict: bool, allow_events: tuple[str, ...],
-           ignore_codes: tuple[str, ...], jobs: int, message_prefix: str, junit_file: Path | None,
-           since: str | None, until: str | None, timezone: str | None, models: tuple[str, ...],
-           projects: tuple[str, ...], all_generations: bool, color: str | None) -> int:
+           ignore_codes: tuple[str, ...], jobs: int, engine: str, address: str | None, message_prefix: str,
+           junit_file: Path | None, since: str | None, until: str | None, timezone: str | None,
+           models: tuple[str, ...], projects: tuple[str, ...], all_generations: bool, color: str | None) -> int:
     """Rebuild every request of each LOG (file or directory) and check every invariant.
 
     Every dsh log generation (format v0 to v4) is read; in a directory, each log's newest generation. With no
@@ -72,13 +74,15 @@ def verify(logs: tuple[Path, ...], session: str | None, fmt: str, strict: bool, 
     allowed = allowed_events(allow_events)
     accepted = ignored(ignore_codes)
     picked = chosen_log_filter(since, until, timezone, models, projects)
+    choice = chosen_engine(engine, jobs, address)
     chosen = chosen_paths(logs, session)
     paths = chosen.paths
     check_output(junit_file, inputs=chosen.inputs, what="the JUnit report", create_folder=True)   # before the work
-    single = jobs == 1 or (len(paths) == 1 and paths[0].is_file())   # read in this process: a bar by bytes
+    # Read in this process (one worker, or one file): a progress bar by bytes. A Dask worker's reads are not seen.
+    single = engine == "local" and (jobs == 1 or (len(paths) == 1 and paths[0].is_file()))
     reports: list[LogReport] = []
     with byte_progress(paths, "verify") if single else nullcontext():
-        found = verify_paths(paths, message_prefix=message_prefix, jobs=jobs or None,
+        found = verify_paths(paths, message_prefix=message_prefix, engine=choice,
                              keep_requests=fmt == "json",   # the table shows counts only
                              all_generations=all_generations, superseded=chosen.superseded,
                              allow_events=allowed, ignore=accepted, select=picked.outside if picked else None)

@@ -1,7 +1,7 @@
 """`audit export`'s driver: find the logs of SRC (as verify finds them), plan the run against the dataset's
 manifest (a log file whose size and modification time are those recorded is skipped unread), map the unit of
 work (unit.export_log) over the rest through the engine given, and write each result as it arrives, so memory
-holds one log's rows at a time, whatever the run's size.
+holds the rows of the logs in flight (tasks of EXPORT_CHUNK logs, a few per worker), whatever the run's size.
 
 The directory gate's rules hold: a folder that cannot be listed, a link with a log's name, a directory with no
 log, a file that cannot be read, each is a failed `logs` row, never a silent skip (verify.verify_paths)."""
@@ -9,16 +9,15 @@ log, a file that cannot be read, each is a failed `logs` row, never a silent ski
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from ..engines import EngineChoice, map_units
 from ..errors import DshAuditError
 from ..readers.discover import Discovery, discover_logs, no_log_below
 from ..readers.stream import is_stream
@@ -26,22 +25,13 @@ from ..reports.cache_report import report_block
 from .dataset import Dataset, now
 from .unit import ExportedLog, ExportOptions, export_log, failed, log_key
 
-# An engine: the unit and each item's arguments in, the results out in the items' order
-# (dsh_audit.engines.map_units has this shape).
-MapUnits = Callable[[Callable[..., ExportedLog], Sequence[tuple[Any, ...]]], Iterable[ExportedLog]]
+ExportItem = tuple[Path, Path | None, ExportOptions]
+EXPORT_CHUNK = 2   # logs per task
 
 
-def map_locally(jobs: int = 1) -> MapUnits:
-    """The engine of one machine: in this process, or in a pool of `jobs` processes."""
-    def mapped(unit: Callable[..., ExportedLog], items: Sequence[tuple[Any, ...]]) -> Iterator[ExportedLog]:
-        if jobs <= 1 or len(items) <= 1:
-            yield from (unit(*item) for item in items)
-            return
-        # forkserver: a worker forked from this process, whose polars threads hold their locks, can deadlock
-        context = multiprocessing.get_context("forkserver")
-        with ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=context) as pool:
-            yield from pool.map(unit, *zip(*items, strict=True), chunksize=max(1, len(items) // (jobs * 8)))
-    return mapped
+def export_item(item: ExportItem) -> ExportedLog:
+    """The unit of work as an engine maps it (dsh_audit.engines.map_units): one item, one exported log."""
+    return export_log(*item)
 
 
 @dataclass(slots=True)
@@ -86,9 +76,10 @@ def price_table_date() -> str:
 
 
 def export(sources: Sequence[str | os.PathLike[str]], root: Path, *, options: ExportOptions | None = None,
-           map_units: MapUnits | None = None, all_generations: bool = False) -> ExportSummary:
+           engine: EngineChoice | None = None, all_generations: bool = False) -> ExportSummary:
     """Export every log below `sources` into the dataset at `root` (made if new); see the module's docstring.
-    A dataset of a newer format is refused before anything is read or written."""
+    `engine`: where the logs are read (dsh_audit.engines; default this process). A dataset of a newer format is
+    refused before anything is read or written."""
     options = options or ExportOptions()
     dataset = Dataset.open(root)
     found = discover_logs(list(sources), all_generations=all_generations)
@@ -114,7 +105,7 @@ def export(sources: Sequence[str | os.PathLike[str]], root: Path, *, options: Ex
 
     for name, why in _not_read(found):
         done(failed(ExportedLog(log_key(os.path.abspath(name)), os.path.abspath(name), None, None, None), why))
-    todo = []
+    todo: list[ExportItem] = []
     for file in found.files:
         if file in found.ambiguous:
             continue
@@ -124,7 +115,11 @@ def export(sources: Sequence[str | os.PathLike[str]], root: Path, *, options: Ex
             summary.skipped += 1
         else:
             todo.append((file, found.found_in.get(file), options))
-    for exported in (map_units or map_locally())(export_log, todo):
+    # forkserver: a pool worker forked from this process, whose Arrow and polars threads may hold their locks
+    # while it writes, can deadlock. Tasks of at most EXPORT_CHUNK logs: the engine holds a few tasks' results per
+    # worker, and a log's rows are its largest part.
+    choice = replace(engine or EngineChoice(), start_method="forkserver", chunk_cap=EXPORT_CHUNK)
+    for exported in map_units(export_item, todo, choice):
         done(exported)
     summary.files = len(keys)
     blocks = [tuple(block) for key in keys for block in dataset.logs[key]["blocks"]]
