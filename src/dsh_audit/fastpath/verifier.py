@@ -181,8 +181,11 @@ class FastVerifier:
             self.seed_cut = None
         self.events = 0
         self.keep_requests = keep_requests   # off: only counted, so memory stays bounded by the live surface
-        # Request digests only where an output shows them (verify's table does not): kept requests, model calls.
-        self.digests = keep_requests or model_calls
+        # Request digests only where an output shows them: kept requests. Neither verify's table nor cache-report
+        # (model calls) shows one, and hashing every request's body was a fifth of cache-report's CPU. Model calls
+        # still hold a message's JSON.stringify bytes, as the fold's requests do.
+        self.digests = keep_requests
+        self.stringified = keep_requests or model_calls
         self.requests = DigestSpool()   # their digests, when kept (verify --format json)
         self.request_count = 0
         # the fold
@@ -359,7 +362,7 @@ class FastVerifier:
 
     def _message(self, raw: msgspec.Raw, kind: str, above: int, line: bytes) -> tuple[Any, Any]:
         """A surface event's message, typed, and its bytes; `above`: the levels of the line above the message."""
-        message, stored = message_bytes(raw, self.types.messages[kind], self.digests)
+        message, stored = message_bytes(raw, self.types.messages[kind], self.stringified)
         if self.max_depth and len(line) > 2 * self.max_depth \
                 and not within(message, self.max_depth - above, self.types):
             self._depth_check(line)
