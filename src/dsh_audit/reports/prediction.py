@@ -203,6 +203,7 @@ class Predictor:
         self._segments: dict[tuple[Any, ...], str] = {}    # (message, context) -> its segment
         self._counts: dict[tuple[Any, ...], int] = {}      # (message, context) -> its segment's tokens
         self._head_count: tuple[str, int] = ("", 0)
+        self._head_memo: tuple[_Envelope, list[str], str] | None = None   # the last head rendered, and of what
         self._surface: list[bytes] | None = None                         # the surface list the memos were pruned to
         self._envelope: tuple[HeaderSnapshot, _Envelope] | None = None
         self._last: _Prompt | None = None                                # the prompt rendered last
@@ -356,7 +357,9 @@ class Predictor:
                     content = envelope.surface_system or content
                 system.append(content)
             index += 1
-        return head_segment(system, envelope.tools, envelope.mode), index, scrubbed
+        if self._head_memo is None or self._head_memo[0] is not envelope or self._head_memo[1] != system:
+            self._head_memo = (envelope, system, head_segment(system, envelope.tools, envelope.mode))
+        return self._head_memo[2], index, scrubbed
 
     def _wire_of(self, message: bytes, model: Any) -> list[Any]:
         """A message's wire messages, converted once per message."""
