@@ -90,7 +90,8 @@ def test_the_json_document_is_what_one_json_dumps_of_it_writes() -> None:
     whole = {"schema": "dsh-audit/verify", "version": 1, "logs": [{
         "log": r.label, "generation": r.generation, "ok": not r.failed(),
         "failedBy": failing_rule(r.findings, r.unlisted, False) or None, "skipped": r.skipped,
-        "supersededBy": r.superseded_by, "ignored": r.ignored, "events": r.events, "readError": r.read_error,
+        "supersededBy": r.superseded_by, "ignored": r.ignored, "leftOutBy": r.left_out_by,
+        "leftOut": r.left_out, "events": r.events, "readError": r.read_error,
         "rejectedByReference": r.rejected, "unlistedFindings": r.unlisted,
         "findings": [{"code": f.code, "severity": f.severity, "line": f.line, "seq": f.seq, "eventType": f.event_type,
                       "message": f.message, "rejects": f.rejects} for f in r.findings],

@@ -44,6 +44,13 @@ def test_peak_hours_are_beijing_weekdays_outside_holidays(when: str, tier: str) 
     assert priced.prices.cache_miss == (peak.cache_miss if tier == "peak" else peak.cache_miss * 0.5)
 
 
+def test_the_bundled_table_meets_its_schema() -> None:
+    """default_table reads it without the schema check a --prices file gets."""
+    bundled = json.loads((Path(prices.__file__).parent / "data" / "deepseek-prices.json").read_text())
+    assert prices.validate_document(prices._table_schema(), bundled) == []
+    assert prices.parse_table(bundled, "bundled") == TABLE
+
+
 def test_models_aliases_and_the_fallback() -> None:
     assert TABLE.price("deepseek-flash", None).model == "deepseek-flash"
     assert TABLE.price("deepseek-v4-flash", None).model == "deepseek-flash (as deepseek-v4-flash)"

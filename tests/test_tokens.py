@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from functools import cache
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -237,3 +238,28 @@ def test_consecutive_requests_share_their_history_prefix() -> None:
     assert second["messages"][-1]["role"] in ("user", "tool") and "tools" not in second
     assert shared == count_tokens(wire_prompt_text(first)) - 1
     assert shared == count_tokens(wire_prompt_text(first, generation_prompt=False)) + 1
+
+
+lines = st.text(alphabet=" \t\n\r.,(\"'aZ1中😀\x1c\x85\u3000", max_size=40)
+
+
+@settings(max_examples=500, deadline=None)
+@given(lines, lines, lines)
+def test_shared_tokens_tokenize_only_around_the_parting_yet_count_the_same(common: str, a: str, b: str) -> None:
+    for left, right in ((common + a, common + b), (common + a, common + a + b), (common, common + "\n" + b)):
+        assert tokens.shared_tokens(left, right) == common_prefix_tokens(left, right)
+        assert tokens.shared_tokens(right, left) == common_prefix_tokens(left, right)
+
+
+@settings(max_examples=200, deadline=None)
+@given(texts, texts, texts)
+def test_shared_tokens_around_added_tokens(common: str, a: str, b: str) -> None:
+    left, right = f"{common}\n{USER}{a}\nx{b}", f"{common}\n{USER}{a}\ny<think>{b}"
+    assert tokens.shared_tokens(left, right) == common_prefix_tokens(left, right)
+
+
+def test_shared_tokens_on_consecutive_corpus_texts(corpus: list[str]) -> None:
+    # consecutive linearized prompts of a log share their history; neighbouring strings of a log, their start
+    mismatched = [(a[:60], b[:60]) for a, b in pairwise(corpus)
+                  if tokens.shared_tokens(a, b) != common_prefix_tokens(a, b)]
+    assert mismatched == []

@@ -103,6 +103,55 @@ def count_tokens(text: str) -> int:
     return len(token_ids(text))
 
 
+def shared_tokens(a: str, b: str) -> int:
+    """`common_prefix_length(token_ids(a), token_ids(b))`, tokenizing only the text both start with and, of each,
+    the lines where they part. Exact: a line break followed by a character that is no whitespace is a boundary
+    no token, added token or pre-token crosses (none contains a line break, and the pre-tokenizer's patterns end
+    a whitespace run at its last line break and look ahead one character at most), so the ids of a text are
+    those of the part before such a boundary and then those of the part after; a window ending at the first
+    boundary past the first differing character holds every token up to where the two sequences part."""
+    if a == b:
+        return count_tokens(a)
+    common = _common_chars(a, b)
+    start = _boundary_before(a, common)
+    shared = count_tokens(a[:start]) if start else 0
+    return shared + common_prefix_length(token_ids(a[start:_boundary_after(a, common)]),
+                                         token_ids(b[start:_boundary_after(b, common)]))
+
+
+def _common_chars(a: str, b: str) -> int:
+    """The length of the longest common prefix of two strings, by halving (slice comparisons run in C)."""
+    low, high = 0, min(len(a), len(b))
+    if a[:high] == b[:high]:
+        return high
+    while high - low > 1:   # a[:low] == b[:low], a[:high] != b[:high]
+        middle = (low + high) // 2
+        if a[low:middle] == b[low:middle]:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def _boundary_before(text: str, end: int) -> int:
+    """The last boundary (after a line break, before a non-whitespace character) whose character is before
+    `end`; 0 when there is none."""
+    if end < 2:
+        return 0
+    position = text.rfind("\n", 0, end - 1)
+    while position >= 0 and text[position + 1].isspace():
+        position = text.rfind("\n", 0, position)
+    return position + 1
+
+
+def _boundary_after(text: str, start: int) -> int:
+    """The first boundary after the character at `start`; the text's end when there is none."""
+    position = text.find("\n", start)
+    while position >= 0 and position + 1 < len(text) and text[position + 1].isspace():
+        position = text.find("\n", position + 1)
+    return len(text) if position < 0 or position + 1 == len(text) else position + 1
+
+
 def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
     """Length of the longest common prefix of two token sequences."""
     limit = min(len(a), len(b))

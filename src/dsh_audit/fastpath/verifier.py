@@ -55,9 +55,12 @@ _FOLDED = frozenset({
     "assistant/message", "tool/call", "user/message", "image/offload", "subagent/descriptor", "compaction/end"})
 
 
-def message_bytes(raw: msgspec.Raw, kind: MessageType, prove: bool = True) -> tuple[Any, Any]:
+def message_bytes(raw: msgspec.Raw, kind: MessageType, prove: bool = True, *, spelling: bool = True
+                  ) -> tuple[Any, Any]:
     """(the typed message, the JSON.stringify bytes of it): the stored bytes when provably those, else serialized.
-    Without `prove` (no digest is computed, so no byte is hashed) the stored bytes stand for it unproved.
+    Without `prove` (no digest is computed, so no byte is hashed) the stored bytes stand for it unproved. Without
+    `spelling` (cache-report, which only parses them) bytes that provably hold JSON.stringify's value do: those
+    of a provable type with no `Any` position written otherwise, the rest of the proof being about spelling.
 
     The proof: msgspec writes every string (checked for every code point), safe integer and literal as
     JSON.stringify does, and JSON.stringify's text is the shortest of all JSON texts of a value (whitespace, a
@@ -83,8 +86,9 @@ def message_bytes(raw: msgspec.Raw, kind: MessageType, prove: bool = True) -> tu
     stored = raw   # hashed as it is (Raw is a buffer over the line, which the surface then keeps alive)
     if not prove:
         return message, stored
-    if (kind.provable and not (kind.anyish and FLAGS.unplain) and _CONTROL_ESCAPE(stored) is None
-            and (_ENCODE_INTO(message, _SCRATCH), len(_SCRATCH))[1] == len(stored)):
+    if (kind.provable and not (kind.anyish and FLAGS.unplain)
+            and (not spelling or (_CONTROL_ESCAPE(stored) is None
+                                  and (_ENCODE_INTO(message, _SCRATCH), len(_SCRATCH))[1] == len(stored)))):
         return message, stored
     return message, dumps_bytes(orjson.loads(memoryview(raw)))
 
@@ -181,8 +185,12 @@ class FastVerifier:
             self.seed_cut = None
         self.events = 0
         self.keep_requests = keep_requests   # off: only counted, so memory stays bounded by the live surface
-        # Request digests only where an output shows them (verify's table does not): kept requests, model calls.
-        self.digests = keep_requests or model_calls or digest_lines
+        # Request digests only where an output shows them: kept requests and rebuild's digest lines. Neither
+        # verify's table nor cache-report (model calls) shows one, and hashing every request's body was a fifth of
+        # cache-report's CPU. Model calls still hold bytes of each message's JSON.stringify value, which
+        # cache-report parses.
+        self.digests = keep_requests or digest_lines
+        self.stringified = keep_requests or model_calls or digest_lines
         self.requests = DigestSpool()   # their digests, when kept (verify --format json)
         self.lines = DigestLines() if digest_lines else None   # rebuild --format digest's lines, as printed
         self.request_count = 0
@@ -360,7 +368,7 @@ class FastVerifier:
 
     def _message(self, raw: msgspec.Raw, kind: str, above: int, line: bytes) -> tuple[Any, Any]:
         """A surface event's message, typed, and its bytes; `above`: the levels of the line above the message."""
-        message, stored = message_bytes(raw, self.types.messages[kind], self.digests)
+        message, stored = message_bytes(raw, self.types.messages[kind], self.stringified, spelling=self.digests)
         if self.max_depth and len(line) > 2 * self.max_depth \
                 and not within(message, self.max_depth - above, self.types):
             self._depth_check(line)

@@ -9,9 +9,9 @@ the previous prompt. A change of model starts a cold cache.
 Only where the prompt changed otherwise (a header change, a compaction, a fork) or the predecessor logged no
 usage are tokens counted. The prompt is rendered as DeepSeek's V4 chat template renders the body the DeepSeek
 adapter would send (deepseek_wire), one segment per surface message after the head; each message is converted
-once and each of its renderings tokenized once, a prompt that only grew is rendered again from its last user
-turn on, the previous prompt and answer are compared with this one segment by segment, and only the first
-differing segment token by token.
+once and each of its renderings tokenized once, and only as far as a comparison reaches: the previous prompt and
+answer are compared with this one segment by segment, and only the first differing segment token by token, and
+of it only the lines up to where the two part (tokens.shared_tokens).
 Scrubbed parts of a header are replaced by supplied real content or left out and named, never guessed.
 """
 
@@ -37,7 +37,8 @@ from ..fold import RebuiltRequest, RequestParts
 from ..header import HeaderSnapshot, is_placeholder
 from ..model_calls import answer_message
 from ..readers.found import read_found
-from ..tokens import common_prefix_length, count_tokens, token_ids
+from ..readers.jsonvalue import parse_json
+from ..tokens import count_tokens, shared_tokens
 
 # Tokens the provider counts beyond the template's text, where in the prompt is not known (so expected reads,
 # which are prefixes, leave them out): the median of (logged prompt - template count) over the 10 requests with
@@ -175,19 +176,20 @@ def wire_body(request: RebuiltRequest, real: RealHeader) -> str | None:
 @dataclass(slots=True)
 class _Prompt:
     """A request's prompt as the template renders it: the head (header system prompt, leading system messages,
-    tools), then one segment per later message. Its tokens are counted only as far as a comparison asks."""
+    tools), then one segment per later message. Its segments are rendered, and their tokens counted, only as far
+    as a comparison asks (a prefix break usually parts near the head, whatever the length of the prompt)."""
 
     parts: RequestParts
     model: Any
     mode: TemplateMode
     absorbed: int               # leading messages the head holds
-    segments: list[str]
+    length: int                 # segments in all: the head and one per message after the absorbed ones
+    segments: list[str]         # rendered so far
     keys: list[Any]             # each segment's memo key (the head's: None)
     totals: list[int]           # totals[k]: tokens of segments[:k], for k up to as far as counted
-    settled: int                # segments that stay as they are while the prompt only grows
+    before: str | None          # the role of the last wire message ahead of the next segment to render
+    last_user: int | None       # the last message with a user or tool wire message (-1: none); None: not sought
     scrubbed_head: bool         # a "{{system}}" head with no real prompt supplied
-    origin: RequestParts | None   # the prompt it grew from, whose first `reused` segments it shares
-    reused: int
 
 
 class Predictor:
@@ -201,6 +203,7 @@ class Predictor:
         self._segments: dict[tuple[Any, ...], str] = {}    # (message, context) -> its segment
         self._counts: dict[tuple[Any, ...], int] = {}      # (message, context) -> its segment's tokens
         self._head_count: tuple[str, int] = ("", 0)
+        self._head_memo: tuple[_Envelope, list[str], str] | None = None   # the last head rendered, and of what
         self._surface: list[bytes] | None = None                         # the surface list the memos were pruned to
         self._envelope: tuple[HeaderSnapshot, _Envelope] | None = None
         self._last: _Prompt | None = None                                # the prompt rendered last
@@ -250,37 +253,49 @@ class Predictor:
         if new.scrubbed_head:
             notes.append("system prompt scrubbed ({{system}}): token counts exclude the real prompt")
             approximate = True
-        index = new.reused if new.origin is old.parts and new.model == old.model else 0
-        while index < min(len(old.segments), len(new.segments)) and old.segments[index] == new.segments[index]:
+        index = 0
+        while index < min(old.length, new.length) and self.segment(old, index) == self.segment(new, index):
             index += 1
-        if index < len(old.segments):
-            ending = old.segments[index]
+        if index < old.length:
+            ending = self.segment(old, index)
         else:   # the previous prompt is all shared: the cache holds the answer after it
             ending = "" if answer is None else answer_segment(answer, previous.model, old.mode)
-        following = new.segments[index] if index < len(new.segments) else ""
-        expected = self.tokens_before(old, index) + common_prefix_length(token_ids(ending), token_ids(following))
+        following = self.segment(new, index) if index < new.length else ""
+        expected = self.tokens_before(old, index) + shared_tokens(ending, following)
         return Expectation(expected, TOKENIZED, approximate, notes)
 
     def prompt(self, parts: RequestParts, model: Any) -> _Prompt:
-        """The prompt of a request, rendered from the last one rendered where it only grew (same header, the
-        same surface list, more messages): only the segments from its last user turn on can change."""
+        """The prompt of a request, its head rendered; its other segments come as `segment` asks for them."""
         last = self._last
         if last is not None and last.parts is parts and last.model == model:
             return last
-        grown = (last is not None and last.model == model and last.parts.header is parts.header
-                 and last.parts.prefix is parts.prefix and last.parts.surface is parts.surface
-                 and last.parts.count <= parts.count and last.settled > 0)
-        self._last = self._render(parts, model, last if grown else None)
+        head, absorbed, scrubbed = self._head(parts, model)
+        self._last = _Prompt(parts, model, self._envelope_of(parts.header).mode, absorbed,
+                             1 + len(parts) - absorbed, [head], [None], [0], None, None, scrubbed)
         return self._last
+
+    def segment(self, prompt: _Prompt, index: int) -> str:
+        """The prompt's segment `index`, rendering the ones before it first (each needs the role before it)."""
+        segments = prompt.segments
+        while len(segments) <= index:
+            self._render_next(prompt)
+        return segments[index]
+
+    def rendered(self, prompt: _Prompt) -> list[str]:
+        """Every segment of the prompt."""
+        if prompt.length > 1:
+            self.segment(prompt, prompt.length - 1)
+        return prompt.segments
 
     def tokens_before(self, prompt: _Prompt, index: int) -> int:
         """The tokens of the prompt's first `index` segments, each segment counted once per rendering in the log."""
         totals = prompt.totals
         while len(totals) <= index:
             k = len(totals) - 1
-            key, segment = prompt.keys[k], prompt.segments[k]
+            segment = self.segment(prompt, k)
+            key = prompt.keys[k]
             if key is None:
-                if self._head_count[0] is not segment:
+                if self._head_count[0] != segment:   # the same head, rendered again after a surface change
                     self._head_count = (segment, count_tokens(segment))
                 count = self._head_count[1]
             else:
@@ -290,45 +305,34 @@ class Predictor:
             totals.append(totals[-1] + count)
         return totals[index]
 
-    def _render(self, parts: RequestParts, model: Any, grown_from: _Prompt | None) -> _Prompt:
-        mode = self._envelope_of(parts.header).mode
-        if grown_from is None:
-            head, absorbed, scrubbed = self._head(parts, model)
-            keys: list[Any] = [None]   # the head has no memo key
-            segments, totals, start, kept = [head], [0], absorbed, 0
-        else:
-            absorbed, scrubbed, kept = grown_from.absorbed, grown_from.scrubbed_head, grown_from.settled
-            segments, keys = grown_from.segments[:kept], grown_from.keys[:kept]
-            totals = grown_from.totals[:kept + 1]
-            start = absorbed + kept - 1
-        roles = [[message.get("role") for message in self._wire_of(parts.message(k), model)]
-                 for k in range(start, len(parts))]
-        before = None   # the role of the last wire message ahead of `start` (a message may have none)
-        for k in range(start - 1, absorbed - 1, -1):
-            wire = self._wire_of(parts.message(k), model)
+    def _render_next(self, prompt: _Prompt) -> None:
+        """Render the prompt's next message. The template renders a message by the roles around it and by whether
+        a user or tool message comes later: found by looking only as far ahead as the first message that has a
+        wire message, and once per prompt back from its end for the last user or tool message."""
+        parts, model = prompt.parts, prompt.model
+        position = prompt.absorbed + len(prompt.segments) - 1
+        message = parts.message(position)
+        after = None
+        for later in range(position + 1, len(parts)):
+            wire = self._wire_of(parts.message(later), model)
             if wire:
-                before = wire[-1].get("role")
+                after = wire[0].get("role")
                 break
-        after: list[str | None] = [None] * len(roles)
-        later_user = [False] * len(roles)
-        for k in range(len(roles) - 2, -1, -1):
-            after[k] = roles[k + 1][0] if roles[k + 1] else after[k + 1]
-            later_user[k] = later_user[k + 1] or any(role in USER_SIDE for role in roles[k + 1])
-        settled = len(segments)
-        for k, wire_roles in enumerate(roles):
-            message = parts.message(start + k)
-            key = (message, before in USER_SIDE, after[k], later_user[k], mode)
-            segment = self._segments.get(key)
-            if segment is None:
-                segment = self._segments[key] = "".join(render_messages(
-                    self._wire_of(message, model), mode, before=before, after=after[k], later_user=later_user[k]))
-            if any(role in USER_SIDE for role in wire_roles):
-                settled = len(segments)   # from the last user turn on, a longer prompt may render differently
-            segments.append(segment)
-            keys.append(key)
-            before = wire_roles[-1] if wire_roles else before
-        return _Prompt(parts, model, mode, absorbed, segments, keys, totals, settled if len(segments) > 1 else 0,
-                       scrubbed, None if grown_from is None else grown_from.parts, kept)
+        if prompt.last_user is None:
+            prompt.last_user = next((k for k in range(len(parts) - 1, prompt.absorbed - 1, -1) if any(
+                wire.get("role") in USER_SIDE for wire in self._wire_of(parts.message(k), model))), -1)
+        later_user = position < prompt.last_user
+        before = prompt.before
+        key = (message, before in USER_SIDE, after, later_user, prompt.mode)
+        segment = self._segments.get(key)
+        wire = self._wire_of(message, model)
+        if segment is None:
+            segment = self._segments[key] = "".join(render_messages(
+                wire, prompt.mode, before=before, after=after, later_user=later_user))
+        prompt.segments.append(segment)
+        prompt.keys.append(key)
+        if wire:
+            prompt.before = wire[-1].get("role")
 
     def _envelope_of(self, header: HeaderSnapshot) -> _Envelope:
         if self._envelope is None or self._envelope[0] is not header:
@@ -353,13 +357,15 @@ class Predictor:
                     content = envelope.surface_system or content
                 system.append(content)
             index += 1
-        return head_segment(system, envelope.tools, envelope.mode), index, scrubbed
+        if self._head_memo is None or self._head_memo[0] is not envelope or self._head_memo[1] != system:
+            self._head_memo = (envelope, system, head_segment(system, envelope.tools, envelope.mode))
+        return self._head_memo[2], index, scrubbed
 
     def _wire_of(self, message: bytes, model: Any) -> list[Any]:
         """A message's wire messages, converted once per message."""
         wire = self._wire.get(message)
         if wire is None:
-            wire = self._wire[message] = wire_history_message(json.loads(message), model)
+            wire = self._wire[message] = wire_history_message(parse_json(message), model)
         return wire
 
     def _prune(self, parts: RequestParts | None) -> None:
@@ -388,7 +394,8 @@ def linear_prompt(request: RebuiltRequest, real: RealHeader) -> str:
     """The whole prompt of one request, from the same segments the predictor compares."""
     if request.parts is None:
         raise DshAuditError("no request/header in force: no prompt")
-    return "".join(Predictor(real).prompt(request.parts, request.model).segments)
+    predictor = Predictor(real)
+    return "".join(predictor.rendered(predictor.prompt(request.parts, request.model)))
 
 
 def prompt_tokens(request: RebuiltRequest, real: RealHeader) -> int | None:
@@ -401,7 +408,7 @@ def prompt_tokens(request: RebuiltRequest, real: RealHeader) -> int | None:
     prompt = predictor.prompt(request.parts, request.model)
     if prompt.scrubbed_head or predictor._envelope_of(request.parts.header).approximate or request.prefix == "scrubbed":
         return None
-    return predictor.tokens_before(prompt, len(prompt.segments)) + PROVIDER_FRAMING_TOKENS
+    return predictor.tokens_before(prompt, prompt.length) + PROVIDER_FRAMING_TOKENS
 
 
 def reference_prompt(request: RebuiltRequest, real: RealHeader) -> str:

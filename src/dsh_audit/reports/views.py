@@ -164,10 +164,10 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[Column], *, width: i
     first, then free text is cut. `emphasis` may colour a formatted line (widths are measured before it)."""
     kept = list(columns)
     cells = [[display(column.cell(row)) for column in kept] for row in rows]
+    cell_widths = [[_cells(cell) for cell in line] for line in cells]   # measured once, whatever is dropped
 
     def widths() -> list[int]:
-        sizes = [max([cell_len(column.title), *(cell_len(line[i]) for line in cells)])
-                 for i, column in enumerate(kept)]
+        sizes = [max([cell_len(column.title), *(line[i] for line in cell_widths)]) for i, column in enumerate(kept)]
         for i, column in enumerate(kept):   # free text with a floor gives way first
             excess = total(sizes) - width
             if column.floor and excess > 0 and not wide:
@@ -181,18 +181,26 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[Column], *, width: i
     while not wide and total(sizes) > width and len(kept) > 1 and max(c.rank for c in kept) > 0:
         drop = max(range(len(kept)), key=lambda i: (kept[i].rank, i))
         kept.pop(drop)
-        cells = [line[:drop] + line[drop + 1:] for line in cells]
+        for values, measured in zip(cells, cell_widths, strict=True):
+            del values[drop], measured[drop]
         sizes = widths()
     if not wide and total(sizes) > width:
         squeezable = [i for i, column in enumerate(kept) if column.squeeze]
         if squeezable:
             last = squeezable[-1]
             sizes[last] = max(cell_len(kept[last].title), sizes[last] - (total(sizes) - width))
-    lines = [_line([column.title for column in kept], kept, sizes, indent)]
-    for row, line in zip(rows, cells, strict=True):
-        text = _line(line, kept, sizes, indent)
+    lines = [_line([column.title for column in kept], [cell_len(column.title) for column in kept], kept, sizes,
+                   indent)]
+    for row, line, line_widths in zip(rows, cells, cell_widths, strict=True):
+        text = _line(line, line_widths, kept, sizes, indent)
         lines.append(emphasis(row, text) if emphasis else text)
     return lines
+
+
+def _cells(text: str) -> int:
+    """The terminal cells of a displayed field: its length when ASCII (display() has escaped every control
+    character), which most cells of a report are."""
+    return len(text) if text.isascii() else cell_len(text)
 
 
 def _cut(text: str, width: int, *, keep_end: bool = False) -> str:
@@ -206,9 +214,12 @@ def _pad(text: str, width: int, right: bool) -> str:
     return room + text if right else text + room
 
 
-def _line(values: Sequence[str], columns: Sequence[Column], sizes: Sequence[int], indent: str) -> str:
-    parts = [_pad(_cut(value, size, keep_end=column.keep_end), size, column.right)
-             for value, column, size in zip(values, columns, sizes, strict=True)]
+def _line(values: Sequence[str], widths: Sequence[int], columns: Sequence[Column], sizes: Sequence[int],
+          indent: str) -> str:
+    """One row of cells (`widths`: each one's terminal cells) cut and padded to the column sizes."""
+    parts = [(" " * (size - width) + value if column.right else value + " " * (size - width)) if width <= size
+             else _pad(_cut(value, size, keep_end=column.keep_end), size, column.right)
+             for value, width, column, size in zip(values, widths, columns, sizes, strict=True)]
     return (indent + "  ".join(parts)).rstrip()
 
 
