@@ -6,7 +6,7 @@ import gc
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -20,7 +20,9 @@ from .findings import Finding, allowing, counts, ignoring, severity_counts
 from .fold import RebuiltRequest
 from .generations import generations
 from .readers import open_logs
-from .readers.discover import Discovery, discover_logs, no_log_below
+from .readers.discover import Discovery, Found, discover_logs, in_order, no_log_below
+from .readers.objects import RemoteLog, RemoteSource
+from .readers.spool import spooled
 from .readers.stream import is_stream
 from .records import LogSource, RequestDigest
 from .vocabulary import validate_header, vocabulary
@@ -172,22 +174,24 @@ def check_end(source: LogSource, report: LogReport, note: Callable[[Finding], No
         note(Finding("empty-log", "the log has a header but no events", severity="warning", log=source.label))
 
 
-def verify_path(path: Path, found_in: Path | None = None, *, message_prefix: str = "legacy",
+def verify_path(path: Found, found_in: Path | None = None, *, message_prefix: str = "legacy",
                 keep_requests: bool = True, allow_events: tuple[str, ...] = (),
                 ignore: Mapping[str, str] | None = None) -> list[LogReport]:
     """Every session stored at `path`; an unreadable file becomes a report with `read_error` set. `found_in`:
-    the folder a walk found it in, from which it is opened without following a link (readers.open_logs)."""
+    the folder a walk found it in, from which it is opened without following a link (readers.open_logs). A
+    remote log (readers.objects.RemoteLog) is spooled here, where this runs, and named by its URL."""
     reports: list[LogReport] = []
     try:
-        for source in open_logs(path, found_in=found_in):
-            reports.append(verify_source(source, message_prefix=message_prefix, keep_requests=keep_requests,
-                                         allow_events=allow_events, ignore=ignore))
+        with spooled(path) if isinstance(path, RemoteLog) else nullcontext(path) as local:
+            for source in open_logs(local, found_in=found_in):
+                reports.append(verify_source(source, message_prefix=message_prefix, keep_requests=keep_requests,
+                                             allow_events=allow_events, ignore=ignore))
     except DshAuditError as error:
         reports.append(LogReport(label=str(path), read_error=str(error)))
     return reports
 
 
-def verify_paths(paths: Iterable[Path], *, message_prefix: str = "legacy", jobs: int | None = 1,
+def verify_paths(paths: Iterable[Path | RemoteSource], *, message_prefix: str = "legacy", jobs: int | None = 1,
                  keep_requests: bool = True, all_generations: bool = False,
                  superseded: Mapping[Path, Path] | None = None, allow_events: tuple[str, ...] = (),
                  ignore: Mapping[str, str] | None = None) -> Iterator[LogReport]:
@@ -201,19 +205,21 @@ def verify_paths(paths: Iterable[Path], *, message_prefix: str = "legacy", jobs:
         yield LogReport(label=str(link), read_error=f"{link}: {why}")
     for directory in found.empty:
         yield LogReport(label=str(directory), read_error=f"{directory}: {no_log_below(directory, found)}")
+    for url, error in found.unreachable.items():
+        yield LogReport(label=url, read_error=str(error))
     yield from _verified(found.files, found, message_prefix, jobs, keep_requests, allow_events, ignore)
-    for older, newer in sorted(found.skipped.items()):
+    for older, newer in in_order(found.skipped.items()):
         yield LogReport(label=str(older), superseded_by=str(newer))
     for path, why in sorted(found.ignored.items()):
         yield LogReport(label=str(path), ignored=why)
 
 
-def _verified(files: list[Path], found: Discovery, message_prefix: str, jobs: int | None,
+def _verified(files: list[Found], found: Discovery, message_prefix: str, jobs: int | None,
               keep_requests: bool, allow_events: tuple[str, ...], ignore: Mapping[str, str] | None
               ) -> Iterator[LogReport]:
     ambiguous = found.ambiguous
 
-    def verify_one(path: Path) -> list[LogReport]:
+    def verify_one(path: Found) -> list[LogReport]:
         if path in ambiguous:
             return [LogReport(label=str(path), read_error=f"{path}: {ambiguous[path]}")]
         return verify_path(path, found.found_in.get(path), message_prefix=message_prefix,
@@ -229,7 +235,7 @@ def _verified(files: list[Path], found: Discovery, message_prefix: str, jobs: in
     # The fast path's decoders are left to the workers: each builds those of the generations it meets, in
     # parallel, where building all five here first (about a second) was serial start-up for every run.
     # Standard input and pipes are read here: a worker's stdin is not ours, and a pipe is read once.
-    here = {path for path in files if path in ambiguous or is_stream(path)}
+    here = {path for path in files if path in ambiguous or (isinstance(path, Path) and is_stream(path))}
     from concurrent.futures import ProcessPoolExecutor  # multiprocessing and logging: for -j only (~10 ms)
 
     with ProcessPoolExecutor(max_workers=workers) as pool:

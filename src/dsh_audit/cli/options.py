@@ -4,6 +4,7 @@ reads (`chosen_paths`, `chosen_log`, `parse_step`) and says on stderr beside its
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -18,11 +19,75 @@ from ..text import printable
 
 if TYPE_CHECKING:
     from ..readers.discover import Selection, Skipped, Unreadable
+    from ..readers.objects import RemoteSource
     from ..reports.filters import CallFilter
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-LOGS_ARGUMENT = click.argument("logs", nargs=-1, type=click.Path(path_type=Path))
+
+
+class _Source(click.ParamType[Path | str]):
+    """A SRC: a local path (a Path), or an object-storage URL or `@LIST` kept as typed (readers.sources reads
+    them; a Path would fold a URL's `//`)."""
+
+    name = "path"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path | str:
+        if not isinstance(value, str):
+            return cast(Path, value)
+        from ..readers.objects import is_url
+        from ..readers.sources import LIST_PREFIX
+
+        return value if is_url(value) or value.startswith(LIST_PREFIX) else Path(value)
+
+
+LOGS_ARGUMENT = click.argument("logs", nargs=-1, type=_Source())
+
+
+def _storage_option(_context: click.Context, _param: click.Parameter, given: tuple[str, ...]
+                    ) -> dict[str, str | bool]:
+    options: dict[str, str | bool] = {}
+    for item in given:
+        key, equals, value = item.partition("=")
+        if not equals or not key.strip():
+            # not echoed: what was typed may hold a secret
+            raise click.BadParameter("expected KEY=VALUE, such as endpoint_url=http://127.0.0.1:9000")
+        options[key.strip()] = {"true": True, "false": False}.get(value.lower(), value)
+    return options
+
+
+def _spool_env(variable: str) -> Callable[[click.Context, click.Parameter, str | None], None]:
+    """A spool setting given as a flag, set as its environment variable (readers.spool), which `-j` workers
+    inherit; a size is checked now."""
+
+    def set_it(_context: click.Context, param: click.Parameter, value: str | None) -> None:
+        if value is not None:
+            if param.name == "spool_max":   # a bad size: one line naming the option (a DshAuditError), exit 2
+                from ..readers.limits import parse_size
+
+                parse_size(value, "--spool-max")
+            os.environ[variable] = value
+
+    return set_it
+
+
+def remote_options(function: F) -> F:
+    """--storage-option, --spool-dir, --spool-max: how a command reads object-storage URLs (docs/fleet.md)."""
+    for option in (
+        click.option("--spool-max", metavar="SIZE", expose_value=False, callback=_spool_env("DSH_AUDIT_SPOOL_MAX"),
+                     help="Largest remote log copied to the spool, e.g. 8G; a larger one is a log that could not "
+                          "be read [default: 4G; env DSH_AUDIT_SPOOL_MAX]."),
+        click.option("--spool-dir", metavar="DIR", expose_value=False, callback=_spool_env("DSH_AUDIT_SPOOL_DIR"),
+                     help="Where remote logs are copied while read, one at a time per process, each deleted after "
+                          "[default: the system's temporary folder; env DSH_AUDIT_SPOOL_DIR]."),
+        click.option("--storage-option", "storage_options", multiple=True, metavar="KEY=VALUE",
+                     callback=_storage_option,
+                     help="An fsspec storage option for the URLs given, e.g. endpoint_url=http://127.0.0.1:9000 or "
+                          "anon=true (repeatable; true/false are booleans). Credentials come from the usual "
+                          "environment (AWS_* variables, ~/.aws)."),
+    ):
+        function = option(function)
+    return function
 SESSION_OPTION = click.option(
     "--session", metavar="ID", help="The session whose id (or directory name) starts with ID, searched below the "
     "LOGS given, else below dsh's session root ($DSH_HOME/sessions, else ~/.dsh/sessions).")
@@ -193,15 +258,36 @@ def this_terminal() -> Terminal:
     return terminal(color_choice())
 
 
-def chosen_paths(logs: tuple[Path, ...], session: str | None) -> Selection:
-    """What a command reads: the LOGS given, the --session picked, or with neither dsh's session root."""
-    if session is None and logs:   # as default_paths says, without loading dsh's home and its session scan
+def chosen_paths(logs: tuple[Path | str, ...], session: str | None, *,
+                 storage_options: dict[str, str | bool] | None = None) -> Selection:
+    """What a command reads: the LOGS given (each list file's lines in its place), the --session picked, or with
+    neither dsh's session root. A URL is read by the commands that take `storage_options` (the others refuse)."""
+    given = _expanded(logs, storage_options)
+    if session is None and given:   # as default_paths says, without loading dsh's home and its session scan
         from ..readers.discover import Selection
 
-        return Selection(list(logs))
+        local = [log for log in given if isinstance(log, Path)]
+        return Selection(local, given=None if len(local) == len(given) else list(given))
+    if not all(isinstance(log, Path) for log in given):
+        raise click.UsageError("--session searches local folders only; give URLs without it")
     from ..readers.home import default_paths
 
-    return default_paths(logs, session)
+    return default_paths(tuple(log for log in given if isinstance(log, Path)), session)
+
+
+def _expanded(logs: tuple[Path | str, ...], storage_options: dict[str, str | bool] | None
+              ) -> tuple[Path | RemoteSource, ...]:
+    """The SRC given, each list file's lines in its place (readers.sources); a URL where none is read: an error."""
+    if all(isinstance(log, Path) for log in logs):   # the usual case: no list file, no URL to parse
+        return tuple(log for log in logs if isinstance(log, Path))
+    from ..readers.objects import RemoteSource, StorageOptions
+    from ..readers.sources import expand_sources
+
+    expanded = expand_sources(logs, StorageOptions.of(storage_options or {}))
+    remote = next((source for source in expanded if isinstance(source, RemoteSource)), None)
+    if remote is not None and storage_options is None:
+        raise DshAuditError("this command reads local logs only; verify and cache-report read URLs", path=remote.url)
+    return tuple(expanded)
 
 
 def chosen_log(log: Path | None, session: str | None) -> Path:

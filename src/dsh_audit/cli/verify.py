@@ -23,6 +23,7 @@ from .options import (
     format_option,
     ignored,
     prefix_option,
+    remote_options,
     this_terminal,
 )
 
@@ -50,14 +51,16 @@ Exit codes: 0 clean, 1 findings, 2 unreadable input, unwritable --junit or bad u
 @JUNIT_OPTION
 @ALL_GENERATIONS_OPTION
 @prefix_option()
+@remote_options
 @COLOR_OPTION
-def verify(logs: tuple[Path, ...], session: str | None, fmt: str, strict: bool, allow_events: tuple[str, ...],
+def verify(logs: tuple[Path | str, ...], session: str | None, fmt: str, strict: bool, allow_events: tuple[str, ...],
            ignore_codes: tuple[str, ...], jobs: int, message_prefix: str, junit_file: Path | None,
-           all_generations: bool, color: str | None) -> int:
+           all_generations: bool, storage_options: dict[str, str | bool], color: str | None) -> int:
     """Rebuild every request of each LOG (file or directory) and check every invariant.
 
-    Every dsh log generation (format v0 to v4) is read; in a directory, each log's newest generation. With no
-    LOG, the sessions in dsh's session root."""
+    Every dsh log generation (format v0 to v4) is read; in a directory, each log's newest generation. A LOG may
+    also be an object-storage URL (s3://bucket/prefix) or @LIST, a file of them. With no LOG, the sessions in
+    dsh's session root."""
     from ..findings import allowed_events
     from ..output import check_output
     from ..verify import verify_paths
@@ -65,13 +68,14 @@ def verify(logs: tuple[Path, ...], session: str | None, fmt: str, strict: bool, 
 
     allowed = allowed_events(allow_events)
     accepted = ignored(ignore_codes)
-    chosen = chosen_paths(logs, session)
+    chosen = chosen_paths(logs, session, storage_options=storage_options)
     paths = chosen.paths
     check_output(junit_file, inputs=chosen.inputs, what="the JUnit report", create_folder=True)   # before the work
-    single = jobs == 1 or (len(paths) == 1 and paths[0].is_file())   # read in this process: a bar by bytes
+    # read in this process: a bar by bytes
+    single = jobs == 1 or (chosen.given is None and len(paths) == 1 and paths[0].is_file())
     reports: list[LogReport] = []
     with byte_progress(paths, "verify") if single else nullcontext():
-        found = verify_paths(paths, message_prefix=message_prefix, jobs=jobs or None,
+        found = verify_paths(chosen.sources, message_prefix=message_prefix, jobs=jobs or None,
                              keep_requests=fmt == "json",   # the table shows counts only
                              all_generations=all_generations, superseded=chosen.superseded,
                              allow_events=allowed, ignore=accepted)
