@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import resource
 import shutil
 import stat
 import subprocess
@@ -40,6 +41,7 @@ GENERATIONS = REPO / "tests" / "fixtures" / "generations"
 SCALE = REPO / "benchmarks" / "scale_cases.py"
 BUCKET = "logs"
 MiB, GiB = 1 << 20, 1 << 30
+SMALL_FILES = 4 << 10
 TIMEOUT = 180   # seconds for any one CLI run: a hang fails the test, not the suite
 
 
@@ -239,6 +241,20 @@ def test_a_spooled_copy_is_private_named_by_its_url_and_deleted(s3: Server, spoo
         assert label_of(copy) == log.url and source.label == log.url
         assert copy.stat().st_size == log.size
     assert label_of(copy) == str(copy) and not copy.parent.exists()
+
+
+def test_a_spool_that_cannot_take_the_copy_names_it(s3: Server, spool: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full spool disk, as RLIMIT_FSIZE stands in for it (Python ignores SIGXFSZ: the write fails with EFBIG)."""
+    monkeypatch.setenv(SPOOL_DIR_ENV, str(spool))
+    logs = list_remote(RemoteSource(f"s3://{BUCKET}/logs/"), all_generations=True).logs
+    log = next(log for log in logs if (log.size or 0) > 2 * SMALL_FILES)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (SMALL_FILES, hard))
+    try:
+        [report] = verify_path(log)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert report.read_error == f"{log.url}: cannot be copied into the spool ({spool}): File too large"
 
 
 def test_a_remote_record_pickles_and_never_shows_its_options() -> None:

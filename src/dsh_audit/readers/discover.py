@@ -8,7 +8,8 @@ generation is asked for; a file named on the command line is always read, and so
 named pipe and `store.db#sessionId` (one session of a SQLite store). A directory walk reads regular files only:
 a pipe or device below it could block or never end. Nor does it follow a symbolic link (readers.found): a link
 with a log's name below a folder is unreadable, named with why; every file it finds is opened from the folder
-given down without following one.
+given down without following one. An object-storage URL is expanded by the same rules (readers.remote), its logs
+read through the spool (readers.spool).
 """
 
 from __future__ import annotations
@@ -230,9 +231,9 @@ def discover_logs(paths: Iterable[str | os.PathLike[str] | RemoteSource], *, all
                   superseded: Mapping[Path, Path] | None = None) -> Discovery:
     """Files as given; each directory replaced by the dsh logs below it, sorted: the newest generation of each
     log, or every generation with `all_generations`; each URL by the objects it names (readers.remote), as a
-    directory is. No duplicates. `superseded`: older generations of a log
-    picked by --session (which names a session, not a file), each with the log picked: skipped as a walk of
-    their folder skips them, or read too with `all_generations`."""
+    directory is. No duplicates. `superseded`: older generations of a log picked by --session (which names a
+    session, not a file), each with the log picked: skipped as a walk of their folder skips them, or read too
+    with `all_generations`."""
     discovery = Discovery()
     seen: set[Found] = set()
     older = dict(superseded or {})
@@ -241,25 +242,8 @@ def discover_logs(paths: Iterable[str | os.PathLike[str] | RemoteSource], *, all
     else:
         discovery.skipped.update(older.items())
     for given in paths:
-        expanded: list[Found]
-        if isinstance(given, RemoteSource):
-            expanded = _listed(given, discovery, all_generations)
-            path = None
-        else:
-            path = Path(given)
-        if path is None:
-            pass
-        elif str(path) == STDIN:   # always standard input: a file named `-` is named by its absolute path
-            expanded = [path]
-        elif path.is_dir():
-            walked = _walk(path, discovery)
-            if not walked and not any(link.is_relative_to(path) for link in discovery.links):
-                discovery.empty.append(path)
-            expanded = list(walked if all_generations else _newest_generations(walked, discovery))
-        elif _names_an_input(path):
-            expanded = [path]
-        else:
-            raise LogReadError("no such file", path=str(split_selector(path)[0]))
+        expanded = (_listed(given, discovery, all_generations) if isinstance(given, RemoteSource)
+                    else _local(Path(given), discovery, all_generations))
         for item in expanded:
             if item not in seen:
                 seen.add(item)
@@ -267,6 +251,20 @@ def discover_logs(paths: Iterable[str | os.PathLike[str] | RemoteSource], *, all
     for item in seen:
         discovery.skipped.pop(item, None)
     return discovery
+
+
+def _local(path: Path, discovery: Discovery, all_generations: bool) -> list[Found]:
+    """What a local path given names: itself (a file, `-`, `store.db#id`), or a directory's logs (a walk)."""
+    if str(path) == STDIN:   # always standard input: a file named `-` is named by its absolute path
+        return [path]
+    if path.is_dir():
+        walked = _walk(path, discovery)
+        if not walked and not any(link.is_relative_to(path) for link in discovery.links):
+            discovery.empty.append(path)
+        return list(walked if all_generations else _newest_generations(walked, discovery))
+    if _names_an_input(path):
+        return [path]
+    raise LogReadError("no such file", path=str(split_selector(path)[0]))
 
 
 def discover(paths: Iterable[str | os.PathLike[str]], *, all_generations: bool = False,

@@ -77,7 +77,7 @@ def spooled(log: RemoteLog) -> Iterator[Path]:
     target = folder / (log.name if log.name not in ("", ".", "..") else "log")
     try:
         with os.fdopen(os.open(target, _CREATE, 0o600), "wb") as out:
-            _copy(log, out, cap)
+            _copy(log, out, cap, folder.parent)
         _labels[str(target)] = log.url
         yield target
     finally:
@@ -86,7 +86,7 @@ def spooled(log: RemoteLog) -> Iterator[Path]:
         folder.rmdir()
 
 
-def _copy(log: RemoteLog, out: BinaryIO, cap: int) -> None:
+def _copy(log: RemoteLog, out: BinaryIO, cap: int, spool: Path) -> None:
     from dsh_audit.readers.remote import filesystem, reading_error
 
     fs, path = filesystem(log.url, log.options)
@@ -98,10 +98,18 @@ def _copy(log: RemoteLog, out: BinaryIO, cap: int) -> None:
                 copied += len(chunk)
                 if copied > cap:
                     raise _too_large(log, "the object", cap)
-                out.write(chunk)
+                _write(out, chunk, log, spool)
     except DshAuditError:
         raise
     except Exception as error:   # fsspec's filesystems raise their own types; each becomes one line naming the URL
         raise reading_error(log.url, error, listed=True) from None
     if log.size is not None and copied != log.size:
         raise LogReadError(f"changed since it was listed ({log.size} bytes listed, {copied} read)", path=log.url)
+
+
+def _write(out: BinaryIO, chunk: bytes, log: RemoteLog, spool: Path) -> None:
+    try:
+        out.write(chunk)
+    except OSError as error:   # the spool's disk, not the store: say so
+        raise LogReadError(f"cannot be copied into the spool ({spool}): "
+                           f"{error.strerror or error}", path=log.url) from None
