@@ -107,11 +107,13 @@ def spool(tmp_path: Path) -> Iterator[Path]:
     assert list(folder.iterdir()) == []
 
 
-def audit(*args: str | Path, spool: Path, stdin: bytes | None = None,
-          env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def audit(*args: str | Path, spool: Path, stdin: bytes | None = None, env: dict[str, str] | None = None,
+          unset: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, SPOOL_DIR_ENV: str(spool), "COLUMNS": "200", **(env or {})}
+    for name in unset:
+        del environment[name]
     return subprocess.run([sys.executable, "-m", "dsh_audit", *map(str, args)], input=stdin and stdin.decode(),
-                          capture_output=True, text=True, timeout=TIMEOUT, cwd=REPO,
-                          env={**os.environ, SPOOL_DIR_ENV: str(spool), "COLUMNS": "200", **(env or {})})
+                          capture_output=True, text=True, timeout=TIMEOUT, cwd=REPO, env=environment)
 
 
 def one_line(run: subprocess.CompletedProcess[str], *needles: str) -> str:
@@ -193,6 +195,20 @@ def test_each_bad_url_is_a_failed_row_of_the_gate_naming_it(s3: Server, spool: P
     assert "no such bucket" in line
     for url, why in (("s3://", "malformed URL"), ("s3:///key", "no bucket"), ("s3://b/a key", "malformed URL")):
         one_line(audit("verify", url, spool=spool), url, why)
+
+
+def test_storage_options_reach_the_workers_and_show_no_value(s3: Server, spool: Path) -> None:
+    """The endpoint given as a storage option, not in the environment: the -j workers list nothing, they spool
+    each log with the options its record carries."""
+    prefix = f"s3://{BUCKET}/logs/built/"
+    given = audit("verify", "--json", "-j", "2", "--storage-option", f"endpoint_url={s3.endpoint}", prefix,
+                  spool=spool, unset=("AWS_ENDPOINT_URL",))
+    usual = audit("verify", "--json", prefix, spool=spool)
+    assert given.returncode == usual.returncode, given.stdout + given.stderr
+    assert json.loads(given.stdout) == json.loads(usual.stdout)
+    assert not any(log["readError"] for log in json.loads(given.stdout)["logs"])
+    usage = audit("verify", "--storage-option", "s3cr3t", prefix, spool=spool)
+    assert usage.returncode == 2 and "expected KEY=VALUE" in usage.stderr and "s3cr3t" not in usage.stderr
 
 
 def test_a_url_given_without_the_extra_names_it(s3: Server, spool: Path, tmp_path: Path) -> None:
