@@ -176,6 +176,18 @@ def test_a_list_file_mixes_urls_and_local_paths_in_its_order(s3: Server, spool: 
     one_line(audit("header-diff", f"@{listed}", spool=spool), url, "local logs only")
 
 
+def test_explain_reads_the_one_log_a_url_names(s3: Server, spool: Path) -> None:
+    """cache-report names a remote log's collapses by its URL; explain takes that URL."""
+    local = s3.local / "built" / "v3" / "session.v3.jsonl"
+    url = f"s3://{BUCKET}/logs/built/v3/session.v3.jsonl"
+    expected = audit("explain", "--json", local, "2.1", spool=spool)
+    run = audit("explain", "--json", url, "2.1", spool=spool)
+    assert run.returncode == expected.returncode, run.stderr
+    assert json.loads(run.stdout) == json.loads(as_remote(expected.stdout, s3))
+    several = audit("explain", f"s3://{BUCKET}/logs/built/", "1.1", spool=spool)
+    one_line(several, f"names {len(generations())} logs; give the URL of one")
+
+
 def test_each_bad_url_is_a_failed_row_of_the_gate_naming_it(s3: Server, spool: Path) -> None:
     s3.client.put_object(Bucket=BUCKET, Key="cold/session.jsonl", Body=b"{}\n", StorageClass="GLACIER")
     s3.client.put_object(Bucket=BUCKET, Key="other/session.jsonl", Body=b'{"type": "note"}\n')

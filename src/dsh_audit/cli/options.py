@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -27,10 +28,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class _Source(click.ParamType[Path | str]):
-    """A SRC: a local path (a Path), or an object-storage URL or `@LIST` kept as typed (readers.sources reads
-    them; a Path would fold a URL's `//`)."""
+    """A SRC: a local path (a Path), or an object-storage URL or (`lists`) an `@LIST` kept as typed
+    (readers.sources reads them; a Path would fold a URL's `//`)."""
 
     name = "path"
+
+    def __init__(self, *, lists: bool = True) -> None:
+        self.lists = lists
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path | str:
         if not isinstance(value, str):
@@ -38,10 +42,12 @@ class _Source(click.ParamType[Path | str]):
         from ..readers.objects import is_url
         from ..readers.sources import LIST_PREFIX
 
-        return value if is_url(value) or value.startswith(LIST_PREFIX) else Path(value)
+        listed = self.lists and value.startswith(LIST_PREFIX)
+        return value if is_url(value) or listed else Path(value)
 
 
 LOGS_ARGUMENT = click.argument("logs", nargs=-1, type=_Source())
+LOG_ARGUMENT = click.argument("log", required=False, type=_Source(lists=False))   # one log: a path or a URL
 
 
 def _storage_option(_context: click.Context, _param: click.Parameter, given: tuple[str, ...]
@@ -286,7 +292,8 @@ def _expanded(logs: tuple[Path | str, ...], storage_options: dict[str, str | boo
     expanded = expand_sources(logs, StorageOptions.of(storage_options or {}))
     remote = next((source for source in expanded if isinstance(source, RemoteSource)), None)
     if remote is not None and storage_options is None:
-        raise DshAuditError("this command reads local logs only; verify and cache-report read URLs", path=remote.url)
+        raise DshAuditError("this command reads local logs only; verify, cache-report and explain read URLs",
+                            path=remote.url)
     return tuple(expanded)
 
 
@@ -299,6 +306,27 @@ def chosen_log(log: Path | None, session: str | None) -> Path:
     [path] = chosen.paths
     tell_skipped(chosen.skipped)
     return path
+
+
+@contextmanager
+def one_log(log: Path | str | None, session: str | None, storage_options: dict[str, str | bool]
+            ) -> Iterator[Path]:
+    """The one LOG a command reads (chosen_log); for an object-storage URL, which must name one log, its copy in
+    the spool while the block runs (the readers name it by its URL: readers.spool)."""
+    if not isinstance(log, str):
+        yield chosen_log(log, session)
+        return
+    if session is not None:
+        raise click.UsageError("--session searches local folders only; give a URL without it")
+    from ..readers.objects import RemoteSource, StorageOptions
+    from ..readers.remote import list_remote
+    from ..readers.spool import spooled
+
+    found = list_remote(RemoteSource(log, StorageOptions.of(storage_options))).logs
+    if len(found) != 1:
+        raise DshAuditError(f"names {len(found)} logs; give the URL of one", path=log)
+    with spooled(found[0]) as copy:
+        yield copy
 
 
 Step = tuple[int, int, int | None]

@@ -289,7 +289,7 @@ def local_files(discovery: Discovery) -> list[Path]:
     error naming it (such a command is given no URL: cli.options.chosen_paths)."""
     for found in discovery.files:
         if isinstance(found, RemoteLog):
-            raise DshAuditError("this command reads local logs only; verify and cache-report read URLs",
+            raise DshAuditError("this command reads local logs only; verify, cache-report and explain read URLs",
                                 path=found.url)
     return [found for found in discovery.files if isinstance(found, Path)]
 
