@@ -55,11 +55,13 @@ def test_the_command_list_is_click_s_own() -> None:
 
 def test_verify_on_a_plain_log_loads_only_what_it_needs() -> None:
     """A plain JSONL log given by path is read without SQLite, zstandard, importlib.resources (the schemas are
-    read as files) or dsh's home (benchmarks/startup.py measures the CPU this saves)."""
+    read as files), dsh's home or fsspec, which only a URL needs (benchmarks/startup.py measures the CPU this
+    saves)."""
     log = Path(__file__).resolve().parents[1] / "sample_logs" / "compaction-recovery" / "session.jsonl"
     modules = {name.decode() for name in imported_modules("verify", str(log))}
     assert "dsh_audit.verify" in modules   # the report was read
-    assert not {"sqlite3", "zstandard", "importlib.resources", "dsh_audit.readers.home"} & modules
+    assert not {"sqlite3", "zstandard", "importlib.resources", "dsh_audit.readers.home", "fsspec",
+                "dsh_audit.readers.remote"} & modules
     assert not {"concurrent.futures", "multiprocessing", "dask", "distributed"} & modules   # one log: no pool
 
 

@@ -45,9 +45,11 @@ class TestCase:
 
 def case_for_log(label: str, *, seconds: float = 0.0, failure: str | None = None, error: str | None = None,
                  details: str = "", failure_type: str = "findings", skipped: str | None = None) -> TestCase:
-    """classname = directory, name = file (a SQLite session keeps its `#sessionId`)."""
-    path = PurePath(label)
-    return TestCase(classname=str(path.parent), name=path.name, seconds=seconds, failure=failure, error=error,
+    """classname = directory (for a URL, the URL of its prefix), name = file (a SQLite session keeps its
+    `#sessionId`)."""
+    folder, _, name = label.rpartition("/") if "://" in label else (str(PurePath(label).parent), "",
+                                                                     PurePath(label).name)
+    return TestCase(classname=folder, name=name, seconds=seconds, failure=failure, error=error,
                     details=details, failure_type=failure_type, skipped=skipped)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,9 @@ from .findings import Finding, allowing, counts, ignoring, severity_counts
 from .fold import RebuiltRequest
 from .generations import generations
 from .readers import open_logs
-from .readers.discover import Discovery, discover_logs, no_log_below
+from .readers.discover import Discovery, Found, discover_logs, in_order, no_log_below
+from .readers.objects import RemoteLog, RemoteSource
+from .readers.spool import spooled
 from .readers.stream import is_stream
 from .records import LogSource, RequestDigest
 from .vocabulary import validate_header, vocabulary
@@ -177,29 +179,31 @@ def check_end(source: LogSource, report: LogReport, note: Callable[[Finding], No
         note(Finding("empty-log", "the log has a header but no events", severity="warning", log=source.label))
 
 
-def verify_path(path: Path, found_in: Path | None = None, *, message_prefix: str = "legacy",
+def verify_path(path: Found, found_in: Path | None = None, *, message_prefix: str = "legacy",
                 keep_requests: bool = True, allow_events: tuple[str, ...] = (),
                 ignore: Mapping[str, str] | None = None, select: Select | None = None) -> list[LogReport]:
     """Every session stored at `path`; an unreadable file becomes a report with `read_error` set. `found_in`:
-    the folder a walk found it in, from which it is opened without following a link (readers.open_logs). A log
-    `select` leaves out is a report saying why, not verified."""
+    the folder a walk found it in, from which it is opened without following a link (readers.open_logs). A
+    remote log (readers.objects.RemoteLog) is spooled here, where this runs, and named by its URL. A log `select`
+    leaves out is a report saying why, not verified."""
     reports: list[LogReport] = []
     try:
-        for source in open_logs(path, found_in=found_in):
-            outside = select(source) if select is not None else None
-            if outside is not None:
-                source.close()
-                reports.append(LogReport(label=source.label, generation=source.generation.version,
-                                         left_out_by=outside[0], left_out=outside[1]))
-                continue
-            reports.append(verify_source(source, message_prefix=message_prefix, keep_requests=keep_requests,
-                                         allow_events=allow_events, ignore=ignore))
+        with spooled(path) if isinstance(path, RemoteLog) else nullcontext(path) as local:
+            for source in open_logs(local, found_in=found_in):
+                outside = select(source) if select is not None else None
+                if outside is not None:
+                    source.close()
+                    reports.append(LogReport(label=source.label, generation=source.generation.version,
+                                             left_out_by=outside[0], left_out=outside[1]))
+                    continue
+                reports.append(verify_source(source, message_prefix=message_prefix, keep_requests=keep_requests,
+                                             allow_events=allow_events, ignore=ignore))
     except DshAuditError as error:
         reports.append(LogReport(label=str(path), read_error=str(error)))
     return reports
 
 
-def verify_paths(paths: Iterable[Path], *, message_prefix: str = "legacy", jobs: int | None = 1,
+def verify_paths(paths: Iterable[Path | RemoteSource], *, message_prefix: str = "legacy", jobs: int | None = 1,
                  keep_requests: bool = True, all_generations: bool = False,
                  superseded: Mapping[Path, Path] | None = None, allow_events: tuple[str, ...] = (),
                  ignore: Mapping[str, str] | None = None, select: Select | None = None,
@@ -217,15 +221,17 @@ def verify_paths(paths: Iterable[Path], *, message_prefix: str = "legacy", jobs:
         yield LogReport(label=str(link), read_error=f"{link}: {why}")
     for directory in found.empty:
         yield LogReport(label=str(directory), read_error=f"{directory}: {no_log_below(directory, found)}")
+    for url, error in found.unreachable.items():
+        yield LogReport(label=url, read_error=str(error))
     yield from _verified(found.files, found, message_prefix, engine or EngineChoice(jobs=jobs), keep_requests,
                          allow_events, ignore, select)
-    for older, newer in sorted(found.skipped.items()):
+    for older, newer in in_order(found.skipped.items()):
         yield LogReport(label=str(older), superseded_by=str(newer))
     for path, why in sorted(found.ignored.items()):
         yield LogReport(label=str(path), ignored=why)
 
 
-def _verified(files: list[Path], found: Discovery, message_prefix: str, engine: EngineChoice,
+def _verified(files: list[Found], found: Discovery, message_prefix: str, engine: EngineChoice,
               keep_requests: bool, allow_events: tuple[str, ...], ignore: Mapping[str, str] | None,
               select: Select | None) -> Iterator[LogReport]:
     ambiguous = found.ambiguous
@@ -233,7 +239,7 @@ def _verified(files: list[Path], found: Discovery, message_prefix: str, engine: 
                       portable=engine.address is not None, select=select)
     # Standard input and pipes are read here: a worker's stdin is not ours, and a pipe is read once. An
     # ambiguous path is a failed row made here.
-    here = {path for path in files if path in ambiguous or is_stream(path)}
+    here = {path for path in files if path in ambiguous or (isinstance(path, Path) and is_stream(path))}
     readable = [(path, found.found_in.get(path)) for path in files if path not in here]
     if engine.engine == "local" and min(engine.workers, len(readable)) > 1:
         for known in generations():   # load the schemas once, before the pool forks, not once per worker
@@ -262,7 +268,7 @@ class VerifyUnit:
     portable: bool = False
     select: Select | None = None   # picklable: a LogFilter's bound `outside`
 
-    def __call__(self, found: tuple[Path, Path | None]) -> list[LogReport]:
+    def __call__(self, found: tuple[Found, Path | None]) -> list[LogReport]:
         path, found_in = found
         reports = verify_path(path, found_in, message_prefix=self.message_prefix, keep_requests=self.keep_requests,
                               allow_events=self.allow_events, ignore=self.ignore, select=self.select)

@@ -31,6 +31,7 @@ from .options import (
     filter_options,
     format_option,
     prefix_option,
+    remote_options,
     sort_option,
     tell_left_out,
     tell_skipped,
@@ -147,15 +148,17 @@ bad usage, 3 internal error, 130 interrupted.""")
 @click.option("--fail-on-unexplained", is_flag=True, help="Exit 1 when any collapse is unexplained.")
 @prefix_option()
 @ALL_GENERATIONS_OPTION
+@remote_options
 @COLOR_OPTION
-def cache_report(logs: tuple[Path, ...], session: str | None, fmt: str | None, out: Path | None, wide: bool,
+def cache_report(logs: tuple[Path | str, ...], session: str | None, fmt: str | None, out: Path | None, wide: bool,
                  rows: str, by: str | None, since: str | None, until: str | None, timezone: str | None,
                  models: tuple[str, ...], projects: tuple[str, ...], sort: str | None, top: int | None,
                  collapses_only: bool,
                  block: int | None, collapse_threshold: float, prices_file: Path | None,
                  price_hit: float | None, price_miss: float | None, price_output: float | None,
                  system_file: Path | None, tools_file: Path | None, sidecars: bool, wire: bool, predict: bool,
-                 fail_on_unexplained: bool, message_prefix: str, all_generations: bool, color: str | None) -> int:
+                 fail_on_unexplained: bool, message_prefix: str, all_generations: bool,
+                 storage_options: dict[str, str | bool], color: str | None) -> int:
     """Per model call of each LOG: cache reads, hit ratio, the expected read, collapses and their logged
     causes, and what each call and each collapse cost; a summary per log and overall."""
     # polars and the report are imported here, not above: `audit cache-report --help` starts without them
@@ -172,7 +175,7 @@ def cache_report(logs: tuple[Path, ...], session: str | None, fmt: str | None, o
     flat = _prices(prices_file, (price_hit, price_miss, price_output))
     counted = chosen_filter(since, until, timezone, models, projects)
     chosen = output_format(fmt, out, FORMATS)
-    selection = chosen_paths(logs, session)
+    selection = chosen_paths(logs, session, storage_options=storage_options)
     option_files = [file for file in (prices_file, system_file, tools_file) if file is not None]
     check_frame_output(chosen, out, [*selection.inputs, *option_files])   # before the work
     tools = _option_file(tools_file, json.loads) if tools_file else None
@@ -184,7 +187,7 @@ def cache_report(logs: tuple[Path, ...], session: str | None, fmt: str | None, o
         wire=wire, system=_option_file(system_file, str) if system_file else None, tools=tools,
         sidecars=sidecars, predict=predict)
     with byte_progress(selection.paths, "cache-report"):
-        read = build_cache_report(selection.paths, options, all_generations=all_generations,
+        read = build_cache_report(selection.sources, options, all_generations=all_generations,
                                   superseded=selection.superseded)
     report = filtered(read, counted)
 

@@ -11,22 +11,34 @@ import click
 
 from ..errors import DshAuditError
 from . import EXIT_CLEAN, EXIT_FINDINGS
-from .options import COLOR_OPTION, SESSION_OPTION, chosen_log, format_option, parse_step, this_terminal
+from .options import (
+    COLOR_OPTION,
+    LOG_ARGUMENT,
+    SESSION_OPTION,
+    format_option,
+    one_log,
+    parse_step,
+    remote_options,
+    this_terminal,
+)
 
 
 @click.command("explain", epilog="""\b
 Examples:
   audit explain session.v3.jsonl 1.2#2    why request 1.2#2 did (not) extend what was cached before it
   audit explain --session 3f2a 4.1        the first attempt of turn 4, step 1
+  audit explain s3://logs/a/session.v3.jsonl 2.1   a log in object storage, as cache-report names it
 Exit codes: 0 no unexplained collapse, 1 a collapse cache-report calls unexplained (as
 cache-report --fail-on-unexplained fails on it), 2 unreadable input, bad usage or no such request,
 3 internal error, 130 interrupted.""")
-@click.argument("log", required=False, type=click.Path(path_type=Path))
+@LOG_ARGUMENT
 @click.argument("request", required=False, metavar="TURN.STEP[#ATTEMPT]")
 @SESSION_OPTION
 @format_option("table", "json")
+@remote_options
 @COLOR_OPTION
-def explain(log: Path | None, request: str | None, session: str | None, fmt: str, color: str | None) -> int:
+def explain(log: Path | str | None, request: str | None, session: str | None, fmt: str,
+            storage_options: dict[str, str | bool], color: str | None) -> int:
     """Where request TURN.STEP[#ATTEMPT] of LOG first differs from what the provider could have cached before it
     (its predecessor's prompt and answer), the logged event that explains it, and cache-report's verdict on it:
     its read, the time since its predecessor, the cache block and what a collapse cost."""
@@ -41,12 +53,12 @@ def explain(log: Path | None, request: str | None, session: str | None, fmt: str
     from ..readers import open_logs
     from ..sinks import print_json, show
 
-    path = chosen_log(log, session)
-    sources = list(open_logs(path))
-    if len(sources) != 1:   # a store of several sessions (or none): which one is not for us to guess
-        raise DshAuditError(f"holds {len(sources)} sessions; name one as {path}#SESSION_ID", path=str(path))
-    [source] = sources
-    explanation = explain_request(source, *wanted)
+    with one_log(log, session, storage_options) as path:
+        sources = list(open_logs(path))
+        if len(sources) != 1:   # a store of several sessions (or none): which one is not for us to guess
+            raise DshAuditError(f"holds {len(sources)} sessions; name one as {path}#SESSION_ID", path=str(path))
+        [source] = sources
+        explanation = explain_request(source, *wanted)
     if fmt == "json":
         print_json(explanation_document(source.label, explanation))
     else:

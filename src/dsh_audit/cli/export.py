@@ -19,6 +19,7 @@ from .options import (
     chosen_paths,
     engine_options,
     format_option,
+    remote_options,
 )
 
 SCHEMA, SCHEMA_VERSION = "dsh-audit/export", 1
@@ -40,8 +41,9 @@ interrupted (what was written stays; the next run completes it).""")
 @format_option("table", "json", more="What the run did: logs new, replaced, unchanged, skipped, unreadable.")
 @ALLOW_EVENT_OPTION
 @ALL_GENERATIONS_OPTION
-def export(logs: tuple[Path, ...], to: Path, jobs: int, engine: str, address: str | None, fmt: str,
-           allow_events: tuple[str, ...], all_generations: bool) -> int:
+@remote_options
+def export(logs: tuple[Path | str, ...], to: Path, jobs: int, engine: str, address: str | None, fmt: str,
+           allow_events: tuple[str, ...], all_generations: bool, storage_options: dict[str, str | bool]) -> int:
     """Export every LOG (files or directories) into a hive-partitioned Parquet dataset: tables logs,
     requests, calls, findings and header_changes, partitioned by generation and date, with a manifest; a log
     already exported with the same content is skipped, a changed one replaces its rows."""
@@ -51,8 +53,8 @@ def export(logs: tuple[Path, ...], to: Path, jobs: int, engine: str, address: st
 
     allowed = allowed_events(allow_events)   # before the work: a bad pattern is bad usage
     choice = chosen_engine(engine, jobs, address)
-    selection = chosen_paths(logs, None)
-    summary = export_logs(selection.paths, to, options=ExportOptions(allowed),
+    selection = chosen_paths(logs, None, storage_options=storage_options)
+    summary = export_logs(selection.sources, to, options=ExportOptions(allowed),
                           engine=choice, all_generations=all_generations)
     if fmt == "json":
         sys.stdout.write(json.dumps({"schema": SCHEMA, "version": SCHEMA_VERSION, **summary.as_json()}, indent=2,

@@ -4,7 +4,9 @@ reads (`chosen_paths`, `chosen_log`, `parse_step`) and says on stderr beside its
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -20,11 +22,80 @@ if TYPE_CHECKING:
     from ..engines import EngineChoice
     from ..log_filter import LogFilter
     from ..readers.discover import Selection, Skipped, Unreadable
+    from ..readers.objects import RemoteSource
     from ..reports.filters import CallFilter
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-LOGS_ARGUMENT = click.argument("logs", nargs=-1, type=click.Path(path_type=Path))
+
+
+class _Source(click.ParamType[Path | str]):
+    """A SRC: a local path (a Path), or an object-storage URL or (`lists`) an `@LIST` kept as typed
+    (readers.sources reads them; a Path would fold a URL's `//`)."""
+
+    name = "path"
+
+    def __init__(self, *, lists: bool = True) -> None:
+        self.lists = lists
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path | str:
+        if not isinstance(value, str):
+            return cast(Path, value)
+        from ..readers.objects import is_url
+        from ..readers.sources import LIST_PREFIX
+
+        listed = self.lists and value.startswith(LIST_PREFIX)
+        return value if is_url(value) or listed else Path(value)
+
+
+LOGS_ARGUMENT = click.argument("logs", nargs=-1, type=_Source())
+LOG_ARGUMENT = click.argument("log", required=False, type=_Source(lists=False))   # one log: a path or a URL
+
+
+def _storage_option(_context: click.Context, _param: click.Parameter, given: tuple[str, ...]
+                    ) -> dict[str, str | bool]:
+    options: dict[str, str | bool] = {}
+    for item in given:
+        key, equals, value = item.partition("=")
+        if not equals or not key.strip():
+            # not echoed: what was typed may hold a secret
+            raise click.BadParameter("expected KEY=VALUE, such as endpoint_url=http://127.0.0.1:9000")
+        options[key.strip()] = {"true": True, "false": False}.get(value.lower(), value)
+    return options
+
+
+def _spool_env(variable: str) -> Callable[[click.Context, click.Parameter, str | None], None]:
+    """A spool setting given as a flag, set as its environment variable (readers.spool), which `-j` workers
+    inherit; a size is checked now."""
+
+    def set_it(_context: click.Context, param: click.Parameter, value: str | None) -> None:
+        if value is not None:
+            if param.name == "spool_max":   # a bad size: one line naming the option (a DshAuditError), exit 2
+                from ..readers.limits import parse_size
+
+                parse_size(value, "--spool-max")
+            os.environ[variable] = value
+
+    return set_it
+
+
+def remote_options(function: F) -> F:
+    """--storage-option, --spool-dir, --spool-max: how a command reads object-storage URLs (docs/fleet.md)."""
+    for option in (
+        click.option("--spool-max", metavar="SIZE", expose_value=False, callback=_spool_env("DSH_AUDIT_SPOOL_MAX"),
+                     help="Largest remote log copied to the spool, e.g. 8G; a larger one is a log that could not "
+                          "be read [default: 4G; env DSH_AUDIT_SPOOL_MAX]."),
+        click.option("--spool-dir", metavar="DIR", expose_value=False, callback=_spool_env("DSH_AUDIT_SPOOL_DIR"),
+                     help="Where remote logs are copied while read, one at a time per process, each deleted after "
+                          "[default: the system's temporary folder; env DSH_AUDIT_SPOOL_DIR]."),
+        click.option("--storage-option", "storage_options", multiple=True, metavar="KEY=VALUE",
+                     callback=_storage_option,
+                     help="An fsspec storage option for the URLs given, e.g. endpoint_url=http://127.0.0.1:9000 or "
+                          "anon=true (repeatable; true/false are booleans). Credentials come from the usual "
+                          "environment (AWS_* variables, ~/.aws)."),
+    ):
+        function = option(function)
+    return function
 SESSION_OPTION = click.option(
     "--session", metavar="ID", help="The session whose id (or directory name) starts with ID, searched below the "
     "LOGS given, else below dsh's session root ($DSH_HOME/sessions, else ~/.dsh/sessions).")
@@ -264,15 +335,37 @@ def this_terminal() -> Terminal:
     return terminal(color_choice())
 
 
-def chosen_paths(logs: tuple[Path, ...], session: str | None) -> Selection:
-    """What a command reads: the LOGS given, the --session picked, or with neither dsh's session root."""
-    if session is None and logs:   # as default_paths says, without loading dsh's home and its session scan
+def chosen_paths(logs: tuple[Path | str, ...], session: str | None, *,
+                 storage_options: dict[str, str | bool] | None = None) -> Selection:
+    """What a command reads: the LOGS given (each list file's lines in its place), the --session picked, or with
+    neither dsh's session root. A URL is read by the commands that take `storage_options` (the others refuse)."""
+    given = _expanded(logs, storage_options)
+    if session is None and given:   # as default_paths says, without loading dsh's home and its session scan
         from ..readers.discover import Selection
 
-        return Selection(list(logs))
+        local = [log for log in given if isinstance(log, Path)]
+        return Selection(local, given=None if len(local) == len(given) else list(given))
+    if not all(isinstance(log, Path) for log in given):
+        raise click.UsageError("--session searches local folders only; give URLs without it")
     from ..readers.home import default_paths
 
-    return default_paths(logs, session)
+    return default_paths(tuple(log for log in given if isinstance(log, Path)), session)
+
+
+def _expanded(logs: tuple[Path | str, ...], storage_options: dict[str, str | bool] | None
+              ) -> tuple[Path | RemoteSource, ...]:
+    """The SRC given, each list file's lines in its place (readers.sources); a URL where none is read: an error."""
+    if all(isinstance(log, Path) for log in logs):   # the usual case: no list file, no URL to parse
+        return tuple(log for log in logs if isinstance(log, Path))
+    from ..readers.objects import RemoteSource, StorageOptions
+    from ..readers.sources import expand_sources
+
+    expanded = expand_sources(logs, StorageOptions.of(storage_options or {}))
+    remote = next((source for source in expanded if isinstance(source, RemoteSource)), None)
+    if remote is not None and storage_options is None:
+        raise DshAuditError("this command reads local logs only; verify, cache-report and explain read URLs",
+                            path=remote.url)
+    return tuple(expanded)
 
 
 def chosen_log(log: Path | None, session: str | None) -> Path:
@@ -284,6 +377,27 @@ def chosen_log(log: Path | None, session: str | None) -> Path:
     [path] = chosen.paths
     tell_skipped(chosen.skipped)
     return path
+
+
+@contextmanager
+def one_log(log: Path | str | None, session: str | None, storage_options: dict[str, str | bool]
+            ) -> Iterator[Path]:
+    """The one LOG a command reads (chosen_log); for an object-storage URL, which must name one log, its copy in
+    the spool while the block runs (the readers name it by its URL: readers.spool)."""
+    if not isinstance(log, str):
+        yield chosen_log(log, session)
+        return
+    if session is not None:
+        raise click.UsageError("--session searches local folders only; give a URL without it")
+    from ..readers.objects import RemoteSource, StorageOptions
+    from ..readers.remote import list_remote
+    from ..readers.spool import spooled
+
+    found = list_remote(RemoteSource(log, StorageOptions.of(storage_options))).logs
+    if len(found) != 1:
+        raise DshAuditError(f"names {len(found)} logs; give the URL of one", path=log)
+    with spooled(found[0]) as copy:
+        yield copy
 
 
 Step = tuple[int, int, int | None]

@@ -27,6 +27,7 @@ from .options import (
     format_option,
     ignored,
     prefix_option,
+    remote_options,
     this_terminal,
 )
 
@@ -55,17 +56,19 @@ Exit codes: 0 clean, 1 findings, 2 unreadable input, unwritable --junit or bad u
 @filter_options
 @ALL_GENERATIONS_OPTION
 @prefix_option()
+@remote_options
 @COLOR_OPTION
-def verify(logs: tuple[Path, ...], session: str | None, fmt: str, strict: bool, allow_events: tuple[str, ...],
+def verify(logs: tuple[Path | str, ...], session: str | None, fmt: str, strict: bool, allow_events: tuple[str, ...],
            ignore_codes: tuple[str, ...], jobs: int, engine: str, address: str | None, message_prefix: str,
            junit_file: Path | None, since: str | None, until: str | None, timezone: str | None,
-           models: tuple[str, ...], projects: tuple[str, ...], all_generations: bool, color: str | None) -> int:
+           models: tuple[str, ...], projects: tuple[str, ...], all_generations: bool,
+           storage_options: dict[str, str | bool], color: str | None) -> int:
     """Rebuild every request of each LOG (file or directory) and check every invariant.
 
-    Every dsh log generation (format v0 to v4) is read; in a directory, each log's newest generation. With no
-    LOG, the sessions in dsh's session root. --since/--until, --model and --project pick logs by their session
-    header (start time, cwd) and first request's model; each log left out is listed and counted, never dropped
-    silently."""
+    Every dsh log generation (format v0 to v4) is read; in a directory, each log's newest generation. A LOG may
+    also be an object-storage URL (s3://bucket/prefix) or @LIST, a file of them. With no LOG, the sessions in
+    dsh's session root. --since/--until, --model and --project pick logs by their session header (start time,
+    cwd) and first request's model; each log left out is listed and counted, never dropped silently."""
     from ..findings import allowed_events
     from ..output import check_output
     from ..verify import verify_paths
@@ -75,14 +78,15 @@ def verify(logs: tuple[Path, ...], session: str | None, fmt: str, strict: bool, 
     accepted = ignored(ignore_codes)
     picked = chosen_log_filter(since, until, timezone, models, projects)
     choice = chosen_engine(engine, jobs, address)
-    chosen = chosen_paths(logs, session)
+    chosen = chosen_paths(logs, session, storage_options=storage_options)
     paths = chosen.paths
     check_output(junit_file, inputs=chosen.inputs, what="the JUnit report", create_folder=True)   # before the work
-    # Read in this process (one worker, or one file): a progress bar by bytes. A Dask worker's reads are not seen.
-    single = engine == "local" and (jobs == 1 or (len(paths) == 1 and paths[0].is_file()))
+    # Read in this process (one worker, or one local file): a progress bar by bytes. A Dask worker's reads are not
+    # seen.
+    single = engine == "local" and (jobs == 1 or (chosen.given is None and len(paths) == 1 and paths[0].is_file()))
     reports: list[LogReport] = []
     with byte_progress(paths, "verify") if single else nullcontext():
-        found = verify_paths(paths, message_prefix=message_prefix, engine=choice,
+        found = verify_paths(chosen.sources, message_prefix=message_prefix, engine=choice,
                              keep_requests=fmt == "json",   # the table shows counts only
                              all_generations=all_generations, superseded=chosen.superseded,
                              allow_events=allowed, ignore=accepted, select=picked.outside if picked else None)

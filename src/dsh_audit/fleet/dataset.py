@@ -104,11 +104,12 @@ class Dataset:
                 before["lastError"] = exported.error
                 return "kept"
             if before["sha256"] == exported.sha256:
-                before.update(mtimeNs=exported.mtime_ns, run=run)   # touched, not changed: its rows stand
+                before.update(mtimeNs=exported.mtime_ns, version=exported.version, run=run)   # touched, not changed
                 return "unchanged"
         written = self._write(exported)
         self.logs[exported.key] = {
             "file": exported.file, "size": exported.size, "sha256": exported.sha256, "mtimeNs": exported.mtime_ns,
+            "version": exported.version,
             "status": "unreadable" if exported.error else "read", "error": exported.error,
             "blocks": exported.blocks, "files": written, "run": run}
         for name in before["files"] if before is not None else []:   # its earlier rows, in files of other names

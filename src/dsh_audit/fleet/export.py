@@ -19,13 +19,14 @@ from typing import Any
 
 from ..engines import EngineChoice, map_units
 from ..errors import DshAuditError
-from ..readers.discover import Discovery, discover_logs, no_log_below
+from ..readers.discover import Discovery, Found, discover_logs, no_log_below
+from ..readers.objects import RemoteLog, RemoteSource
 from ..readers.stream import is_stream
 from ..reports.cache_report import report_block
 from .dataset import Dataset, now
 from .unit import ExportedLog, ExportOptions, export_log, failed, log_key
 
-ExportItem = tuple[Path, Path | None, ExportOptions]
+ExportItem = tuple[Found, Path | None, ExportOptions]
 EXPORT_CHUNK = 2   # logs per task
 
 
@@ -75,15 +76,16 @@ def price_table_date() -> str:
     return str(json.loads(text)["asOf"])
 
 
-def export(sources: Sequence[str | os.PathLike[str]], root: Path, *, options: ExportOptions | None = None,
-           engine: EngineChoice | None = None, all_generations: bool = False) -> ExportSummary:
+def export(sources: Sequence[str | os.PathLike[str] | RemoteSource], root: Path, *,
+           options: ExportOptions | None = None, engine: EngineChoice | None = None,
+           all_generations: bool = False) -> ExportSummary:
     """Export every log below `sources` into the dataset at `root` (made if new); see the module's docstring.
     `engine`: where the logs are read (dsh_audit.engines; default this process). A dataset of a newer format is
     refused before anything is read or written."""
     options = options or ExportOptions()
     dataset = Dataset.open(root)
     found = discover_logs(list(sources), all_generations=all_generations)
-    streams = [str(path) for path in found.files if is_stream(path)]
+    streams = [str(path) for path in found.files if isinstance(path, Path) and is_stream(path)]
     if streams:
         raise DshAuditError("export reads files, not standard input or a pipe (a log needs a name to be "
                             "exported again)", path=streams[0])
@@ -104,12 +106,12 @@ def export(sources: Sequence[str | os.PathLike[str]], root: Path, *, options: Ex
             summary.unreadable.append((exported.file, exported.error))
 
     for name, why in _not_read(found):
-        done(failed(ExportedLog(log_key(os.path.abspath(name)), os.path.abspath(name), None, None, None), why))
+        done(failed(ExportedLog(log_key(name), name, None, None, None), why))
     todo: list[ExportItem] = []
     for file in found.files:
         if file in found.ambiguous:
             continue
-        key = log_key(os.path.abspath(file))
+        key = log_key(_name(file))
         if _as_recorded(file, found.found_in.get(file), dataset.logs.get(key)):
             keys.append(key)
             summary.skipped += 1
@@ -135,23 +137,33 @@ def export(sources: Sequence[str | os.PathLike[str]], root: Path, *, options: Ex
     return summary
 
 
-def _not_read(found: Discovery) -> Iterator[tuple[Path, str]]:
+def _name(found: Found | Path) -> str:
+    """What names a log in the dataset (and gives its key): a file's absolute path, an object's URL."""
+    return found.url if isinstance(found, RemoteLog) else os.path.abspath(found)
+
+
+def _not_read(found: Discovery) -> Iterator[tuple[str, str]]:
     """What verify_paths reports as unreadable before reading a log: folders it could not list, links with a
-    log's name, directories with no log, generations stored twice."""
+    log's name, directories with no log, URLs that could not be listed, generations stored twice."""
     for folder, why in sorted(found.unlisted.items()):
-        yield folder, f"{folder}: {why}"
+        yield _name(folder), f"{folder}: {why}"
     for link, why in sorted(found.links.items()):
-        yield link, f"{link}: {why}"
+        yield _name(link), f"{link}: {why}"
     for directory in found.empty:
-        yield directory, f"{directory}: {no_log_below(directory, found)}"
+        yield _name(directory), f"{directory}: {no_log_below(directory, found)}"
+    for url, error in found.unreachable.items():
+        yield url, str(error)
     for path, why in found.ambiguous.items():
-        yield path, f"{path}: {why}"
+        yield _name(path), f"{path}: {why}"
 
 
-def _as_recorded(file: Path, found_in: Path | None, entry: dict[str, Any] | None) -> bool:
-    """The file was read before and its size and modification time are those recorded: it is skipped."""
+def _as_recorded(file: Found, found_in: Path | None, entry: dict[str, Any] | None) -> bool:
+    """The file was read before and its size and modification time are those recorded (an object: its size
+    and ETag or version, as listed): it is skipped."""
     if entry is None or entry["status"] != "read":
         return False
+    if isinstance(file, RemoteLog):
+        return file.version is not None and (file.size, file.version) == (entry["size"], entry.get("version"))
     try:
         status = os.stat(file, follow_symlinks=found_in is None)
     except OSError:

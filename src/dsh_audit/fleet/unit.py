@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from ..errors import DshAuditError
 from ..readers.found import opener
+from ..readers.objects import RemoteLog
 from ..reports.cache_report import judge, log_summary, with_block
 from ..reports.header_diff import LogHeaders, Run, log_headers
 from ..reports.one_walk import OPTIONS, Walked, walk_log
@@ -46,6 +47,7 @@ class ExportedLog:
     tables: dict[str, pa.Table] = field(default_factory=dict)
     blocks: list[tuple[str, int]] = field(default_factory=list)   # each session's measured cache block
     error: str | None = None      # the file could not be read at all
+    version: str | None = None    # an object in storage: its ETag or version id, as listed (no mtime_ns then)
 
 
 def log_key(name: str) -> str:
@@ -53,11 +55,26 @@ def log_key(name: str) -> str:
     return hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
-def export_log(path: Path, found_in: Path | None, options: ExportOptions) -> ExportedLog:
+def export_log(path: Path | RemoteLog, found_in: Path | None, options: ExportOptions) -> ExportedLog:
     """The rows of the log file at `path` (`found_in`: the folder a walk found it in, from which it is opened
-    without following a link). Never raises for the log's sake: an unreadable file is a failed `logs` row."""
+    without following a link), or of an object in storage, spooled where this runs (readers.spool) and named by
+    its URL. Never raises for the log's sake: an unreadable file is a failed `logs` row."""
+    if isinstance(path, RemoteLog):
+        from ..readers.spool import spooled
+
+        exported = ExportedLog(log_key(path.url), path.url, None, None, None, version=path.version)
+        try:
+            with spooled(path) as local:
+                read = _exported(exported, local, None, options)
+        except DshAuditError as error:
+            return failed(exported, str(error))
+        read.mtime_ns = None   # the spool's copy's, not the object's
+        return read
     file = os.path.abspath(path)
-    exported = ExportedLog(log_key(file), file, None, None, None)
+    return _exported(ExportedLog(log_key(file), file, None, None, None), path, found_in, options)
+
+
+def _exported(exported: ExportedLog, path: Path, found_in: Path | None, options: ExportOptions) -> ExportedLog:
     try:
         with opener(path, found_in) as handle:
             status = os.fstat(handle.fileno())

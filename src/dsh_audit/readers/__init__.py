@@ -17,6 +17,7 @@ from dsh_audit.readers.discover import discover, is_dsh_log, sniff, split_select
 from dsh_audit.readers.jsonl import open_log_file
 from dsh_audit.readers.limits import InputLimits
 from dsh_audit.readers.lines import FileLines
+from dsh_audit.readers.spool import label_of
 from dsh_audit.readers.stream import is_stream, open_stream
 from dsh_audit.records import LogSource
 
@@ -46,7 +47,7 @@ def open_logs(path: str | os.PathLike[str], *, limits: InputLimits | None = None
     try:
         kind = sniff(file, found_in)
     except OSError as error:
-        raise LogReadError(f"cannot read: {error.strerror}", path=str(file)) from None
+        raise LogReadError(f"cannot read: {error.strerror}", path=label_of(file)) from None
     if kind == "sqlite":
         from dsh_audit.readers.sqlite import open_store  # sqlite3: for a store only
 
@@ -56,11 +57,11 @@ def open_logs(path: str | os.PathLike[str], *, limits: InputLimits | None = None
             return
         matching = [source for source in sources if source.header.get("id") == session_id]
         if not matching:
-            raise LogReadError(f"no session {session_id!r} in this store", path=str(file))
+            raise LogReadError(f"no session {session_id!r} in this store", path=label_of(file))
         yield from matching
         return
     if session_id is not None:
-        raise LogReadError("a #sessionId selector applies only to SQLite stores", path=str(file))
+        raise LogReadError("a #sessionId selector applies only to SQLite stores", path=label_of(file))
     if kind == "zstd":
         from dsh_audit.readers.zstd import ZstdLines  # zstandard: for a compressed log only
 

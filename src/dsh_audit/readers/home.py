@@ -22,7 +22,7 @@ from pathlib import Path
 from dsh_audit.errors import DshAuditError, LogReadError
 from dsh_audit.generations import parse_log_name
 from dsh_audit.readers import open_logs
-from dsh_audit.readers.discover import Selection, Unreadable, discover_logs
+from dsh_audit.readers.discover import Selection, Unreadable, discover_logs, local_files
 from dsh_audit.readers.found import refused_link
 from dsh_audit.records import LogSource
 
@@ -197,8 +197,9 @@ def scan_sessions(roots: Iterable[Path]) -> SessionScan:
         discovery = discover_logs([root])
         older: dict[Path, tuple[Path, ...]] = {}
         for old, newer in sorted(discovery.skipped.items()):
-            older[newer] = (*older.get(newer, ()), old)
-        for path, children in _sessions_in(discovery.files):
+            if isinstance(old, Path) and isinstance(newer, Path):   # always: a root is a local folder
+                older[newer] = (*older.get(newer, ()), old)
+        for path, children in _sessions_in(local_files(discovery)):
             # The same generation stored twice (plain and compressed): reading either would be a guess.
             infos += [replace(info, skipped=older.get(path, ()))
                       for info in _headers(path, children, discovery.ambiguous.get(path), root)]

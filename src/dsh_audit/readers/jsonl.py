@@ -34,6 +34,7 @@ from dsh_audit.readers.limits import InputLimits, located
 from dsh_audit.readers.lines import ByteSource, Line
 from dsh_audit.readers.packed import member_cap_message, over_member_cap
 from dsh_audit.readers.progress import reported
+from dsh_audit.readers.spool import label_of
 from dsh_audit.records import JSON, LogRecord, LogSource, TornTail
 from dsh_audit.vocabulary import known_versions
 
@@ -217,7 +218,7 @@ def open_log_file(path: Path, lines_of: LineReader, limits: InputLimits | None =
     directory walk found it in, from which it is opened without following a link (readers.found)."""
     limits = limits or InputLimits.from_env()
     opened = partial(opener, path, found_in)
-    source = read_log(lines_of, opened(), str(path), limits, name_version=name_version(path))
+    source = read_log(lines_of, opened(), label_of(path), limits, name_version=name_version(path))
     source.reopen = lambda: open_log_file(path, lines_of, limits, found_in=found_in)
     source.open_file = opened
     return source

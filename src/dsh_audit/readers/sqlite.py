@@ -27,6 +27,7 @@ from dsh_audit.readers.jsonvalue import MAX_SAFE_INTEGER, JsonProblem, parse_jso
 from dsh_audit.readers.limits import InputLimits, OverLimit, located
 from dsh_audit.readers.magic import APPLICATION_ID
 from dsh_audit.readers.packed import CHUNK_ROW_TYPES, MemberBounds, PackedRow, check_row
+from dsh_audit.readers.spool import label_of
 from dsh_audit.readers.zstd import TooLarge, decompress_bounded
 from dsh_audit.records import JSON, LogRecord, LogSource, TornTail
 
@@ -51,7 +52,7 @@ def _uri(path: Path) -> str:
     for beside in (Path(f"{path}-journal"), Path(f"{path}-wal"), Path(f"{path}-shm")):
         if beside.is_symlink():   # SQLite would refuse it too (O_NOFOLLOW), saying only "unable to open"
             raise LogReadError(f"{refused_link(beside.name + ', beside the store,')}; remove it or audit a copy of "
-                               "the store", path=str(path))
+                               "the store", path=label_of(path))
     with path.open("rb") as handle:
         header = handle.read(20)
     if len(header) < 20 or header[18] != _WAL_FORMAT:
@@ -62,7 +63,7 @@ def _uri(path: Path) -> str:
     if not shm.exists():
         raise LogReadError(f"{wal.name} holds writes not yet in the store, and reading them would create "
                            f"{shm.name} beside it: audit a copy of both files, or let sqlite3 fold the log into "
-                           "the store first", path=str(path))
+                           "the store first", path=label_of(path))
     return f"{base}?mode=ro"
 
 
@@ -70,9 +71,9 @@ def _connect(path: Path, limits: InputLimits) -> sqlite3.Connection:
     try:
         db = sqlite3.connect(_uri(path), uri=True)
     except sqlite3.Error as error:
-        raise LogReadError(f"cannot open SQLite store read-only: {error}", path=str(path)) from None
+        raise LogReadError(f"cannot open SQLite store read-only: {error}", path=label_of(path)) from None
     except OSError as error:
-        raise LogReadError(f"cannot read: {error.strerror}", path=str(path)) from None
+        raise LogReadError(f"cannot read: {error.strerror}", path=label_of(path)) from None
     # A stored value is one event's line: no longer than the line cap (SQLite refuses to fetch a longer one).
     db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, limits.max_line_bytes)
     return db
@@ -245,7 +246,7 @@ def _require_tables(db: sqlite3.Connection, path: Path) -> None:
     for name in ("sessions", "events"):
         if kinds.get(name) != "table":
             found = f"a {kinds[name]}" if name in kinds else "missing"
-            raise LogReadError(f"not a dsh session store: {name} is {found}, expected a table", path=str(path))
+            raise LogReadError(f"not a dsh session store: {name} is {found}, expected a table", path=label_of(path))
 
 
 def open_store(path: Path, limits: InputLimits | None = None) -> Iterator[LogSource]:
@@ -256,11 +257,11 @@ def open_store(path: Path, limits: InputLimits | None = None) -> Iterator[LogSou
         application_id = db.execute("PRAGMA application_id").fetchone()[0]
         if application_id != APPLICATION_ID:
             raise LogReadError(f"not a dsh session store: application_id {application_id}, expected "
-                               f"{APPLICATION_ID} (0x44534850, DSHP)", path=str(path))
+                               f"{APPLICATION_ID} (0x44534850, DSHP)", path=label_of(path))
         schema = db.execute("PRAGMA user_version").fetchone()[0]
         if schema != SCHEMA_VERSION:
             raise LogReadError(f"SQLite store has schema version {schema}; this reader reads "
-                               f"{SCHEMA_VERSION}", path=str(path))
+                               f"{SCHEMA_VERSION}", path=label_of(path))
         _require_tables(db, path)
         sessions = db.execute(f"SELECT {_SESSION_COLUMNS} FROM sessions ORDER BY created_at, id").fetchall()
     except sqlite3.Error as error:
@@ -268,7 +269,7 @@ def open_store(path: Path, limits: InputLimits | None = None) -> Iterator[LogSou
     finally:
         db.close()
     for row in sessions:
-        label = f"{path}#{row[0]}"
+        label = f"{label_of(path)}#{row[0]}"
         source = LogSource(label=label, header=_header(row, label), header_line=0, _events=iter(()),
                            explicit_seq=True)
         source._events = _events(source, path, str(row[0]), limits)

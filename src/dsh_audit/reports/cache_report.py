@@ -35,6 +35,7 @@ from ..fold import Cause, RebuiltRequest
 from ..model_calls import Call, OtherCall, SideCalls, json_int, other_call
 from ..readers import open_logs
 from ..readers.discover import Skipped, Unreadable, read_each
+from ..readers.objects import RemoteSource
 from ..records import LogSource
 from ..surface import derive_message
 from ..tokens import count_tokens
@@ -486,7 +487,8 @@ def log_summary(label: str, generation: int, session_id: str, frame: pl.DataFram
             "notes": "; ".join(notes) or None}
 
 
-def build_cache_report(paths: Iterable[str | os.PathLike[str]], options: CacheOptions = CacheOptions(), *,
+def build_cache_report(paths: Iterable[str | os.PathLike[str] | RemoteSource],
+                       options: CacheOptions = CacheOptions(), *,
                        on_log: Callable[[Path], None] | None = None, all_generations: bool = False,
                        superseded: Mapping[Path, Path] | None = None) -> CacheReport:
     """Every logged model call of every log at `paths`, and the per-log and overall summaries; a log that cannot

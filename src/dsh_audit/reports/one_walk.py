@@ -20,7 +20,16 @@ from ..checks import walk_checks
 from ..errors import DshAuditError
 from ..findings import Finding
 from ..model_calls import Call
-from ..readers.discover import Discovery, Skipped, Unreadable, discover_logs, each_read, skipped_generations
+from ..readers.discover import (
+    Discovery,
+    Skipped,
+    Unreadable,
+    discover_logs,
+    each_read,
+    in_order,
+    local_files,
+    skipped_generations,
+)
 from ..readers.home import SessionOrigin, session_origin
 from ..verify import LogReport, check_end, check_header, noting, paused_gc
 from ..walker import Walker
@@ -130,7 +139,7 @@ class _Reading:
                 yield LogReport(label=str(label), read_error=str(error))
             yield from handed
             handed.clear()
-        for older, newer in sorted(found.skipped.items()):
+        for older, newer in in_order(found.skipped.items()):
             yield LogReport(label=str(older), superseded_by=str(newer))
         for path, why in sorted(found.ignored.items()):
             yield LogReport(label=str(path), ignored=why)
@@ -138,7 +147,7 @@ class _Reading:
     def _open_run(self, folder: Path, found: Discovery) -> None:
         """The session headers of every file of the run in `folder` (header-diff's first pass). A run of at most
         KEPT_OPEN files keeps each log open for its walk."""
-        files = [(k, file) for k, file in enumerate(found.files)
+        files = [(k, file) for k, file in enumerate(local_files(found))
                  if file.parent == folder and file not in found.ambiguous]
         members: list[LogHeaders] = []
         first = None

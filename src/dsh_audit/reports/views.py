@@ -87,7 +87,9 @@ def side_calls(calls: int, tokens: Any) -> str:
 
 
 def shown_path(label: str) -> str:
-    """A log's label relative to the working directory when it is below it."""
+    """A log's label relative to the working directory when it is below it; a URL as it is."""
+    if "://" in label:   # an object in storage (readers.objects), which no folder is the parent of
+        return label
     file, hash_, session = label.partition("#")
     try:
         relative = os.path.relpath(file)
