@@ -106,8 +106,10 @@ def test_local_engine_yields_each_result_once_in_order(jobs: int) -> None:
     items = list(range(300))
     results = collected(EngineChoice("local", jobs), items)
     assert [value for value, _ in results] == [item * 2 for item in items]
-    assert len({pid for _, pid in results}) == jobs   # the pool's workers did the work, not this process
-    assert (os.getpid() in {pid for _, pid in results}) == (jobs == 1)
+    pids = {pid for _, pid in results}
+    # one worker: this process; a pool: its workers did the work, not this process (on a loaded machine one worker
+    # may take every chunk)
+    assert pids == {os.getpid()} if jobs == 1 else (os.getpid() not in pids and 1 <= len(pids) <= jobs)
 
 
 def test_local_engine_keeps_bounded_work_in_flight() -> None:
