@@ -15,6 +15,8 @@ from click.testing import CliRunner, Result
 from dsh_audit.cli import main
 from dsh_audit.log_filter import LogFilter
 from dsh_audit.readers import open_log
+from dsh_audit.readers.home import session_origin
+from dsh_audit.records import EARLIEST_START_MS
 from dsh_audit.reports.cache_report import build_cache_report
 from dsh_audit.reports.filters import CallFilter, filtered
 from dsh_audit.reports.one_walk import narrowed, read_once
@@ -87,8 +89,12 @@ def test_every_generation_is_picked_by_its_header_and_first_request(log: Path | 
     created = source.header["createdAt"]
     assert isinstance(created, int)
     started = datetime.fromtimestamp(created / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
-    assert LogFilter(since_ms=created + 1, since_text="X").outside(source) == ("--since X", f"started {started}")
-    assert LogFilter(until_ms=created, until_text="Y").outside(source) == ("--until Y", f"started {started}")
+    # a scrubbed fixture's createdAt (700: before dsh existed) is no start: the log is taken
+    logged = created >= EARLIEST_START_MS
+    assert LogFilter(since_ms=created + 1, since_text="X").outside(source) == (
+        ("--since X", f"started {started}") if logged else None)
+    assert LogFilter(until_ms=created, until_text="Y").outside(source) == (
+        ("--until Y", f"started {started}") if logged else None)
     assert LogFilter(since_ms=created, until_ms=created + 1).outside(source) is None
     # the session header names no model in any generation: the first request header does (v2's fixture has none)
     assert LogFilter(models=("other",)).outside(source) == (
@@ -109,9 +115,19 @@ def test_a_log_that_does_not_say_is_taken(tmp_path: Path) -> None:
     assert LogFilter(since_ms=_ms("2026-01-01T00:00"), since_text="2026-01-01").outside(source) is None
     assert LogFilter(projects=("/work",)).outside(source) is None   # no cwd
     source.close()
-    log.header["createdAt"] = 0   # generated and scrubbed logs: no time logged, as a call's time of 0
+    # generated and scrubbed logs: no time logged (0, as a call's time of 0), or one before dsh existed
+    for placeholder in (0, 700, EARLIEST_START_MS - 1):
+        log.header["createdAt"] = placeholder
+        source = open_log(write_jsonl(log, tmp_path / "session.jsonl"))
+        assert LogFilter(since_ms=_ms("2026-01-01T00:00"), since_text="2026-01-01").outside(source) is None
+        assert LogFilter(until_ms=_ms("2024-06-01T00:00"), until_text="2024-06-01").outside(source) is None
+        assert session_origin(source.header).created_ms is None   # the report's overview: no start either
+        source.close()
+    log.header["createdAt"] = EARLIEST_START_MS
     source = open_log(write_jsonl(log, tmp_path / "session.jsonl"))
-    assert LogFilter(since_ms=_ms("2026-01-01T00:00"), since_text="2026-01-01").outside(source) is None
+    assert LogFilter(until_ms=_ms("2024-06-01T00:00"), until_text="2024-06-01").outside(source) is None
+    assert LogFilter(since_ms=_ms("2024-06-01T00:00"), since_text="2024-06-01").outside(source) == (
+        "--since 2024-06-01", "started 2024-01-01 00:00 UTC")
     source.close()
 
 

@@ -114,3 +114,25 @@ def test_cli_renders_every_format(tmp_path: Path) -> None:
     assert pl.read_csv(out).height == 3
     missing = runner.invoke(main, ["header-diff", str(tmp_path / "nope.jsonl")])
     assert missing.exit_code == 2 and missing.stderr.startswith("audit: ")
+
+
+def test_the_view_names_each_log_by_path_with_its_session_s_short_id(tmp_path: Path) -> None:
+    """header-diff reads files, so a log's heading is its path; the short id other views name its session by
+    (told apart from every log read) comes first, where it has one: a scrubbed {{sessionId}} is none."""
+    from test_cache_report import TOOL_A, turn
+    from test_views import collapsing_home
+
+    root = collapsing_home(tmp_path / "sessions")
+    done = CliRunner().invoke(main, ["header-diff", str(root)], env={"COLUMNS": "200"})
+    assert done.exit_code == 0, done.output
+    headings = [line for line in done.output.splitlines() if line.endswith("  ·  v0")]
+    shop = root / "--work-shop--" / "session-3f2a91c0-7d4e-4b1a-9c3e-5f6a7b8c9d01" / "session.jsonl"
+    assert f"session 3f2a91c0-7  ·  {shop}  ·  v0" in headings and len(headings) == 4
+    scrubbed = LogBuilder(session_id="{{sessionId}}")
+    turn(scrubbed, 1, "hello " * 100, 0, reason="initial", tools=[TOOL_A])
+    path = tmp_path / "scrubbed.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in [scrubbed.header, *scrubbed.events]) + "\n",
+                    encoding="utf-8")
+    done = CliRunner().invoke(main, ["header-diff", str(path)], env={"COLUMNS": "200"})
+    assert done.exit_code == 0 and done.output.startswith(f"{path}  ·  v") and "session " not in done.output, \
+        done.output

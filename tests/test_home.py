@@ -402,3 +402,31 @@ def test_nothing_readable_is_still_an_error(messy_home: Path) -> None:
     for command in (["cache-report", str(torn)], ["header-diff", str(torn)]):
         done = CliRunner().invoke(main, command)
         assert done.exit_code == 2 and TORN.replace("line 7", ":7") in done.stderr, done.output
+
+
+def test_audit_sessions_model_filter_and_short_ids(tmp_path: Path) -> None:
+    """--model keeps the sessions whose first request is to that model (as verify picks a log); the JSON gives
+    each session the short id the table shows, which --session takes back to its log."""
+    from logbuilder import MODEL
+    from test_views import collapsing_home
+
+    root = collapsing_home(tmp_path / "sessions")
+    [billing] = root.glob("--work-billing--/*/session.jsonl")
+    billing.write_text(billing.read_text(encoding="utf-8").replace(f'"model": "{MODEL}"', '"model": "other-model"'),
+                       encoding="utf-8")
+
+    def listed(*options: str) -> list[dict[str, object]]:
+        result = CliRunner().invoke(main, ["sessions", "--root", str(root), "--format", "json", *options])
+        assert result.exit_code == 0, result.output
+        sessions: list[dict[str, object]] = json.loads(result.output)["sessions"]
+        return sessions
+
+    assert [(s["id"], s["shortId"]) for s in listed("--model", "other-model")] == [
+        ("session-e9c4d2b1-6a7f-4c8d-b3e2-1f0a9b8c7d6e", "e9c4d2b1")]
+    assert len(listed("--model", MODEL)) == 3 and listed("--model", "no-such-model") == []
+    every = listed()
+    # two ids share their first nine characters: each is told apart by one more
+    assert sorted(str(s["shortId"]) for s in every) == ["3f2a91c0-0", "3f2a91c0-7", "b7e01d44", "e9c4d2b1"]
+    assert all(find_session(root, str(s["shortId"])) == Path(str(s["path"])) for s in every)
+    table = CliRunner().invoke(main, ["sessions", "--root", str(root), "--model", "other-model"])
+    assert table.exit_code == 0 and "e9c4d2b1" in table.output and "b7e01d44" not in table.output, table.output

@@ -280,13 +280,17 @@ def test_a_filtered_report_draws_the_sessions_kept(tmp_path: Path, png: Png) -> 
             or "--work-docs--" in log]
     assert sorted(plot["log"] for plot in page.plots) == kept and page.extra["sessionRows"] == 2
     assert_plots_match(page, kept)
+    text = report.read_text(encoding="utf-8")
     assert ("only the calls --project /work/shop --project /work/docs keeps; 2 of 4 session log(s) left out, none "
-            "of their calls kept") in report.read_text(encoding="utf-8")
+            "of their calls kept") in text
+    # named among every session read: 3f2a91c0 alone would also pick the one --project left out
+    assert f"<code>audit explain {home} --session 3f2a91c0-7 3.1#1</code>" in text and ">3f2a91c0-7</a>" in text
 
 
 def test_the_overview_ranks_sessions_by_cost_lost_with_start_and_project(tmp_path: Path) -> None:
-    """Over a few sessions (all drawn) the table is ranked by the cost lost, not the order read, and names when
-    and where each started; the page opens with the costliest collapses and their explain commands."""
+    """Over a few sessions (all drawn) the table is ranked by the cost lost, not the order read, names each by
+    its short id beside its log's path and says when and where each started; the page opens with the costliest
+    collapses and their explain commands, which find the log by its short id (and do: the command runs)."""
     folder = tmp_path / "sessions"
     folder.mkdir()
     for name, created, cwd, collapsing in (("a-steady", 1_790_370_182_807, "/home/me/ledger", False),
@@ -300,12 +304,17 @@ def test_the_overview_ranks_sessions_by_cost_lost_with_start_and_project(tmp_pat
     page = write_report(tmp_path, folder).read_text(encoding="utf-8")
     table = page.split('id="sessions"', 1)[1].split("</table>", 1)[0]
     first, second = table.split("<tr><td class=\"log\"")[1:]
-    assert "b-collapsing.jsonl" in first and "a-steady.jsonl" in second
+    assert (f'<a href="#session-0" title="{folder / "b-collapsing.jsonl"}">b-collap</a><br>'   # the path under it
+            '<span class="path">b-collapsing.jsonl</span>') in first
+    assert f'<a href="#session-1" title="{folder / "a-steady.jsonl"}">a-steady</a>' in second
     assert "2026-09-26 21:03" in first and "/home/me/atlas" in first
     assert "2026-09-25 21:03" in second and "/home/me/ledger" in second
     assert page.index('id="worst"') < page.index('id="sessions"') < page.index('<section class="session"')
     board = page.split('id="worst-collapses"', 1)[1].split("</table>", 1)[0]
-    assert board.count("<tr><td") == 1 and "audit explain " in board and "b-collapsing.jsonl 3.1#1" in board
+    assert board.count("<tr><td") == 1 and f"<code>audit explain {folder} --session b-collap 3.1#1</code>" in board
+    assert '<h2 title="' + str(folder / "b-collapsing.jsonl") + '">b-collap</h2>' in page
+    explained = CliRunner().invoke(main, ["explain", str(folder), "--session", "b-collap", "3.1#1"])
+    assert explained.exit_code == 0 and "header" in explained.output, explained.output
 
 
 @pytest.mark.usefixtures("chromium")

@@ -128,11 +128,11 @@ def test_verify_json_keeps_to_its_schema(root: str, roots: dict[str, Path]) -> N
 
 
 def test_verify_json_with_logs_left_out_by_a_filter_keeps_to_its_schema(roots: dict[str, Path]) -> None:
-    [document] = documents(audit("verify", "--json", "--since", "2026-06-01", str(roots["fixtures"]),
+    [document] = documents(audit("verify", "--json", "--until", "2026-06-01", str(roots["fixtures"]),
                                  codes=(0, 1, 2)))
     valid(document, document["schema"], document["version"])
-    assert document["summary"]["leftOut"] == {"--since 2026-06-01": sum(
-        log["leftOutBy"] is not None for log in document["logs"])} != {"--since 2026-06-01": 0}
+    assert document["summary"]["leftOut"] == {"--until 2026-06-01": sum(
+        log["leftOutBy"] is not None for log in document["logs"])} != {"--until 2026-06-01": 0}
 
 
 @pytest.mark.parametrize("root", [*ROOTS, "collapses"])

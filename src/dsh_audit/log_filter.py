@@ -2,9 +2,10 @@
 command reading whole logs (`audit verify`, `audit header-diff`) takes under --since/--until,
 --model and --project: picked by what a log says before its first request, since such a command cannot keep
 part of a log. The session header's `createdAt` (when the session started) and `cwd`, and the model of its first
-request header (dsh logs none in the session header, in any generation). A log that does not say (no createdAt or 0,
-no cwd or a scrubbed one, no request header, or a stream that can be read only once) is taken: a gate leaves out
-only what it can tell is outside the filters, and says so for each log it leaves out."""
+request header (dsh logs none in the session header, in any generation). A log that does not say (no createdAt or
+one before dsh existed: records.started_ms; no cwd or a scrubbed one; no request header; or a stream that can
+be read only once) is taken: a gate leaves out only what it can tell is outside the filters, and says so for each
+log it leaves out."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .errors import DshAuditError
 from .header import is_placeholder
-from .records import LogSource
+from .records import LogSource, started_ms
 
 _RELATIVE = re.compile(r"(\d{1,6})([hdw])")
 _UNITS = {"h": "hours", "d": "days", "w": "weeks"}
@@ -86,8 +87,8 @@ class LogFilter:
     def left_by(self, header: Mapping[str, object], reopen: Callable[[], LogSource] | None
                 ) -> tuple[str, str] | None:
         """As `outside`, from a log's session header and how to open it again (to read its first request)."""
-        created = header.get("createdAt")
-        if isinstance(created, int) and not isinstance(created, bool) and created > 0:   # 0: none logged
+        created = started_ms(header)
+        if created is not None:
             if self.since_ms is not None and created < self.since_ms:
                 return f"--since {self.since_text}", f"started {_moment(created)}"
             if self.until_ms is not None and created >= self.until_ms:

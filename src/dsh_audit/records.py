@@ -5,8 +5,9 @@ Readers live at the edge (dsh_audit.readers); everything downstream of this modu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, BinaryIO, Protocol
 
 import msgspec
@@ -56,6 +57,20 @@ class TornTail(msgspec.Struct):
     line: int
     dropped_bytes: int
     reason: str
+
+
+# dsh did not exist before 2024: a createdAt before then is a placeholder (generated and scrubbed logs write 0,
+# 700, 1000...), not a start time, and no filter, overview or rollup reads it as one.
+EARLIEST_START_MS = int(datetime(2024, 1, 1, tzinfo=UTC).timestamp() * 1000)
+
+
+def started_ms(header: Mapping[str, object]) -> int | None:
+    """When the session of this header started (its createdAt, epoch milliseconds), or None where it logs no
+    start dsh could have written (before EARLIEST_START_MS)."""
+    created = header.get("createdAt")
+    if isinstance(created, int) and not isinstance(created, bool) and created >= EARLIEST_START_MS:
+        return created
+    return None
 
 
 @dataclass(slots=True)

@@ -84,16 +84,27 @@ def list_sessions(root: Path, *, limit: int | None = None, tally: Tally = count_
 
 
 def in_filter(chosen: CallFilter) -> Callable[[SessionInfo], bool]:
-    """A session as `--project` and `--since/--until` pick it from the listing: its cwd in one of the projects,
-    its last activity in [since, until) (the listing reads no call's time)."""
-    from .log_filter import in_project
+    """A session as `--project`, `--since/--until` and `--model` pick it from the listing: its cwd in one of the
+    projects, its last activity in [since, until) (the listing reads no call's time), its first request to one
+    of the models (as verify and header-diff pick a log: log_filter.first_model, read up to that request). A
+    session that does not say (no cwd, no request) is left out: it has no call the filters keep."""
+    from .log_filter import first_model, in_project
 
     def kept(info: SessionInfo) -> bool:
         active = int(info.last_activity.timestamp() * 1000)
         return ((not chosen.projects or any(in_project(info.cwd, project) for project in chosen.projects))
                 and (chosen.since_ms is None or active >= chosen.since_ms)
-                and (chosen.until_ms is None or active < chosen.until_ms))
+                and (chosen.until_ms is None or active < chosen.until_ms)
+                and (not chosen.models or first_model(lambda: _reopened(info)) in chosen.models))
     return kept
+
+
+def _reopened(info: SessionInfo) -> LogSource:
+    """The session's log opened again to read its first request (first_model takes a DshAuditError as none)."""
+    try:
+        return open_log(info.path, found_in=info.root)
+    except OSError as error:
+        raise DshAuditError(f"cannot read: {error.strerror}", path=str(info.path)) from None
 
 
 def ranked(infos: list[SessionInfo], sort: str) -> list[SessionInfo]:
@@ -116,16 +127,20 @@ def iso(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def session_json(info: SessionInfo) -> dict[str, Any]:
-    return {"id": info.session_id, "cwd": info.cwd, "generation": info.generation, "path": str(info.path),
-            "directory": str(info.directory), "sizeBytes": info.size, "lastActivity": iso(info.last_activity),
-            "requests": info.requests, "costUsd": info.cost_usd, "hitRatio": info.hit_ratio,
-            "lostUsd": info.lost_usd, "children": [str(p) for p in info.children],
+def session_json(info: SessionInfo, short_id: str | None) -> dict[str, Any]:
+    return {"id": info.session_id, "shortId": short_id, "cwd": info.cwd, "generation": info.generation,
+            "path": str(info.path), "directory": str(info.directory), "sizeBytes": info.size,
+            "lastActivity": iso(info.last_activity), "requests": info.requests, "costUsd": info.cost_usd,
+            "hitRatio": info.hit_ratio, "lostUsd": info.lost_usd, "children": [str(p) for p in info.children],
             "skipped": [str(p) for p in info.skipped], "error": info.error}
 
 
 def sessions_document(scan: SessionScan, root: Path) -> dict[str, Any]:
-    """`audit sessions --format json`: its tag, the root, each session, and each folder that could not be listed."""
+    """`audit sessions --format json`: its tag, the root, each session (with its short id, reports.ranking's
+    over every session found), and each folder that could not be listed."""
+    from .reports.ranking import short_ids
+
+    prefixes = dict(zip(scan.every_id, short_ids(scan.every_id), strict=True))
     return {"schema": "dsh-audit/sessions", "version": 1, "root": str(root),
-            "sessions": [session_json(info) for info in scan.sessions],
+            "sessions": [session_json(info, prefixes.get(info.short_id)) for info in scan.sessions],
             "unlisted": [{"path": folder.label, "error": folder.reason} for folder in scan.unlisted]}

@@ -4,7 +4,6 @@ report out, its rows of the kind asked handed to the sink asked for."""
 from __future__ import annotations
 
 import json
-import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -28,6 +27,7 @@ from .options import (
     WIDE_OPTION,
     chosen_filter,
     chosen_paths,
+    explain_targets,
     filter_options,
     format_option,
     prefix_option,
@@ -198,8 +198,7 @@ def cache_report(logs: tuple[Path | str, ...], session: str | None, fmt: str | N
     collapsed = set(report.requests.filter(pl.col("collapse"))["log"])   # the logs an explain command names
     # named among every log read, so that a name a filter leaves alone still picks one session with --session
     prefixes = {label: prefix for label, prefix in session_prefixes(read.logs).items() if label in collapsed}
-    names = cache_view.Names(session_names(read.logs), _explain_targets(
-        selection.paths if not logs or session is None else [], prefixes, given=bool(logs)))
+    names = cache_view.Names(session_names(read.logs), explain_targets(logs, session, selection.paths, prefixes))
 
     def view() -> str:
         term = this_terminal()
@@ -241,24 +240,6 @@ def _write_rollup(report: CacheReport, by: str, zone: str, chosen: str, out: Pat
 
     write_frame(groups, chosen, out, schema="dsh-audit/cache-report/rollup", version=ROLLUP_VERSION, table=view,
                 inputs=inputs)
-
-
-def _explain_targets(roots: list[Path], prefixes: dict[str, str], *, given: bool) -> dict[str, str]:
-    """For each log found below a folder read (`roots`; `given`: named on the command line, else dsh's session
-    root), how `audit explain` finds it by its short id: `[FOLDER] --session PREFIX`, where that picks this log
-    and no other (readers.home.picked_by_prefix); a log it would not pick is named by its path."""
-    from ..readers.home import picked_by_prefix
-    from ..reports.views import shown_path
-
-    targets: dict[str, str] = {}
-    for root in (root for root in roots if root.is_dir()):
-        below = {Path(label): prefix for label, prefix in prefixes.items() if Path(label).is_relative_to(root)}
-        if not below:
-            continue
-        folder = f"{shlex.quote(shown_path(str(root)))} " if given else ""
-        for path in picked_by_prefix(root, below):
-            targets[str(path)] = f"{folder}--session {shlex.quote(below[path])}"
-    return targets
 
 
 def _option_file(path: Path, parse: Callable[[str], T]) -> T:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shlex
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -350,6 +351,26 @@ def chosen_paths(logs: tuple[Path | str, ...], session: str | None, *,
     from ..readers.home import default_paths
 
     return default_paths(tuple(log for log in given if isinstance(log, Path)), session)
+
+
+def explain_targets(logs: tuple[Path | str, ...], session: str | None, paths: Sequence[Path],
+                    prefixes: dict[str, str]) -> dict[str, str]:
+    """For each log found below a folder read (`paths` chosen from the LOGS given, else dsh's session root), how
+    `audit explain` finds it by its short id (`prefixes`): `[FOLDER] --session PREFIX`, where that picks this log
+    and no other (readers.home.picked_by_prefix); a log it would not pick is left to be named by its path."""
+    from ..readers.home import picked_by_prefix
+    from ..reports.views import shown_path
+
+    targets: dict[str, str] = {}
+    roots = paths if not logs or session is None else []
+    for root in (root for root in roots if root.is_dir()):
+        below = {Path(label): prefix for label, prefix in prefixes.items() if Path(label).is_relative_to(root)}
+        if not below:
+            continue
+        folder = f"{shlex.quote(shown_path(str(root)))} " if logs else ""
+        for path in picked_by_prefix(root, below):
+            targets[str(path)] = f"{folder}--session {shlex.quote(below[path])}"
+    return targets
 
 
 def _expanded(logs: tuple[Path | str, ...], storage_options: dict[str, str | bool] | None

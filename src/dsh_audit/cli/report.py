@@ -19,6 +19,7 @@ from .options import (
     SESSION_OPTION,
     chosen_filter,
     chosen_paths,
+    explain_targets,
     filter_options,
     filters_given,
     tell_left_out,
@@ -63,8 +64,9 @@ def report(logs: tuple[Path, ...], session: str | None, out: Path, since: str | 
     wrote (the one LOGS given) is drawn from its tables: the fleet's overview (the filters are audit query's there)."""
     from ..findings import allowed_events
     from ..fleet.report import dataset_parts, is_dataset
-    from ..reports.html import render_report
+    from ..reports.html import page_names, render_report
     from ..reports.one_walk import narrowed, read_once
+    from ..reports.ranking import session_prefixes
 
     allowed = allowed_events(allow_events)   # before the work: a bad pattern is bad usage
     counted = chosen_filter(since, until, timezone, models, projects)
@@ -77,6 +79,7 @@ def report(logs: tuple[Path, ...], session: str | None, out: Path, since: str | 
                                    "(its calls carry their time, model and project: docs/fleet.md)")
         cache, headers, findings, origins = dataset_parts(paths[0])
         read_count, filtered = cache.logs.height, ""
+        names = page_names(cache.logs)   # explain reads logs, not a dataset's rows: its commands name paths
     else:
         # The cyclic collector stays on: paused over a whole home, each log's cycles were kept to the end (0.5 MB
         # a log: 1 GB over 1,000 small sessions). read_once pauses it for each log it reads.
@@ -87,7 +90,12 @@ def report(logs: tuple[Path, ...], session: str | None, out: Path, since: str | 
         narrowing = filters_given(since, until, timezone, models, projects)
         filtered = (f"only the calls {narrowing} keeps; {read_count - cache.logs.height} of {read_count} "
                     "session log(s) left out, none of their calls kept") if counted else ""
-    document = render_report(cache, headers, findings, inputs=[str(p) for p in paths],
+        # named among every log read, as cache-report names them: a short id picks one session with --session
+        collapsed = set(cache.requests.filter(cache.requests["collapse"])["log"])   # the logs explain names
+        prefixes = {label: prefix for label, prefix in session_prefixes(read.cache.logs).items()
+                    if label in collapsed}
+        names = page_names(read.cache.logs, explain_targets(logs, session, paths, prefixes))
+    document = render_report(cache, headers, findings, inputs=[str(p) for p in paths], names=names,
                              unreadable=cache.unreadable,
                              overview=cache.logs.height > 1 or any(p.is_dir() for p in paths), origins=origins,
                              generator=_generator(), filtered=filtered)

@@ -13,6 +13,7 @@ from ..readers.home import HOME_ENV, require_root, session_root
 from . import EXIT_CLEAN
 from .options import (
     COLOR_OPTION,
+    MODEL_OPTION,
     PROJECT_OPTION,
     SINCE_OPTION,
     TIMEZONE_OPTION,
@@ -41,13 +42,14 @@ the table), 2 the root cannot be read, 3 internal error, 130 interrupted.""")
 @SINCE_OPTION
 @UNTIL_OPTION
 @TIMEZONE_OPTION
+@MODEL_OPTION
 @PROJECT_OPTION
 @COLOR_OPTION
 def sessions(root: Path | None, fmt: str, sort: str | None, top: int | None, since: str | None, until: str | None,
-             timezone: str | None, projects: tuple[str, ...], color: str | None) -> int:
+             timezone: str | None, models: tuple[str, ...], projects: tuple[str, ...], color: str | None) -> int:
     """List the sessions dsh keeps, those whose cache collapses cost most first (or as --sort ranks them): id,
     last activity, generation, requests, hit ratio, cost, what collapses lost, size, cwd. --since/--until pick
-    them by their last activity, --project by their cwd.
+    them by their last activity, --project by their cwd, --model by the model of their first request.
 
     Pass an id (or its start) to another command with --session."""
     from ..sessions import in_filter, list_sessions, priced, sessions_document
@@ -55,7 +57,7 @@ def sessions(root: Path | None, fmt: str, sort: str | None, top: int | None, sin
 
     chosen = root if root is not None else session_root(os.environ)
     require_root(chosen, other=None if root is not None else "use --root")
-    picked = chosen_filter(since, until, timezone, projects=projects)
+    picked = chosen_filter(since, until, timezone, models, projects)
     scan = list_sessions(chosen, limit=top, tally=priced, sort=sort or "lost",
                          kept=in_filter(picked) if picked else None)
     if fmt == "json":

@@ -24,7 +24,7 @@ from dsh_audit.generations import parse_log_name
 from dsh_audit.readers import open_logs
 from dsh_audit.readers.discover import Selection, Unreadable, discover_logs, local_files
 from dsh_audit.readers.found import refused_link
-from dsh_audit.records import LogSource
+from dsh_audit.records import LogSource, started_ms
 
 HOME_ENV = "DSH_HOME"
 HOME_DIR_NAME = ".dsh"
@@ -217,12 +217,8 @@ class SessionOrigin:
 
 
 def session_origin(header: dict[str, object]) -> SessionOrigin:
-    """When and where the session of this header began; a createdAt of 0 (generated and scrubbed logs) is none
-    logged, as a call's time of 0 is (reports.filters.logged_time)."""
-    created = header.get("createdAt")
-    return SessionOrigin(created if isinstance(created, int) and not isinstance(created, bool) and created > 0
-                         else None,
-                         _text(header.get("cwd")))
+    """When (`started_ms`) and where the session of this header began."""
+    return SessionOrigin(started_ms(header), _text(header.get("cwd")))
 
 
 # --- picking one ------------------------------------------------------------------------------------------------

@@ -19,11 +19,16 @@ DIFF_LINES = 20   # of a system-prompt diff shown before "… N more" (all of th
 
 def render(frame: pl.DataFrame, term: Terminal, *, wide: bool = False, unreadable: Sequence[Unreadable] = (),
            skipped: Sequence[Skipped] = ()) -> str:
+    from .ranking import session_prefixes
+
     lines: list[str] = []
     rows = frame.to_dicts()
+    # the logs are named by path (header-diff reads files); a session's short id beside it, as other views name it
+    sessions = session_prefixes(frame.select("log", "sessionId").unique("log", maintain_order=True))
     for label, group in groupby(rows, key=lambda row: row["log"]):
         snapshots = list(group)
-        heading = f"{shown_path(label)}  ·  v{snapshots[0]['generation']}"
+        named = f"session {sessions[label]}  ·  " if label in sessions else ""   # first: the path may wrap
+        heading = f"{named}{shown_path(label)}  ·  v{snapshots[0]['generation']}"
         lines += [term.style(line, bold=True) for line in wrap(heading, term.width, "")]
         for _seq, changes in groupby(snapshots, key=lambda row: (row["seq"], row["reason"])):
             lines += _snapshot(list(changes), term, wide)

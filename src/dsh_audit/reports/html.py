@@ -26,6 +26,7 @@ from ..readers.discover import Unreadable
 from .cache_report import UNEXPLAINED, CacheReport
 from .cache_view import call_name, explain_command
 from .html_plot import SessionPlot, attr, session_plot
+from .ranking import session_prefixes
 from .render import rows_by, rows_frame
 from .views import cost, count, located_error, percent, shown_path, side_calls, usd
 
@@ -125,7 +126,7 @@ body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
        padding: 0 20px 40px; color: #1a1a1a; background: #fafafa; }
 h1 { font-size: 22px; margin: 20px 0 4px; } h2 { font-size: 16px; margin: 0 0 4px; word-break: break-all; }
 h3 { font-size: 14px; margin: 14px 0 4px; }
-.meta, .note { color: #555; } .note { font-size: 12px; }
+.meta, .note, .path { color: #555; } .note, .path { font-size: 12px; }
 section.session, section.board { background: #fff; border: 1px solid #ddd; border-radius: 6px; padding: 14px 16px;
        margin: 18px 0; }
 table { border-collapse: collapse; font-size: 13px; width: 100%; }
@@ -252,20 +253,47 @@ def started(origin: SessionOrigin | None) -> str:
         return "–"
 
 
-def _overview(logs: list[dict[str, Any]], names: list[str], origins: Mapping[str, SessionOrigin], drawn: int,
+@dataclass(frozen=True, slots=True)
+class PageNames:
+    """How the page names each log (by label): `sessions`, its session's short id (reports.ranking, over the
+    sessions of the page), else its path; `paths`, its path as display_names shows it; `targets`, what `audit
+    explain` is given to find it where not its path (`--session PREFIX`, checked by the command line)."""
+
+    sessions: Mapping[str, str]
+    paths: Mapping[str, str]
+    targets: Mapping[str, str] = field(default_factory=dict)
+
+    def command(self, row: dict[str, Any]) -> str:
+        return explain_command(row, self.targets)
+
+
+def page_names(logs: pl.DataFrame, targets: Mapping[str, str] | None = None) -> PageNames:
+    """Each log of `logs` (a report's per-log rows: every log read, so that a name a filter leaves alone still
+    tells its session from those left out) named by its session's short id (reports.ranking), else by its path
+    (display_names); `targets` as PageNames says."""
+    labels = logs["log"].to_list()
+    paths = dict(zip(labels, display_names(labels), strict=True))
+    prefixes = session_prefixes(logs)
+    return PageNames({label: prefixes.get(label) or paths[label] for label in labels}, paths, targets or {})
+
+
+def _overview(logs: list[dict[str, Any]], names: PageNames, origins: Mapping[str, SessionOrigin], drawn: int,
               more: int) -> str:
-    """The sessions table, ranked by the cost lost to collapses: every listed session a row, linked to its
-    section when it is drawn; when not all are drawn, or not all listed, a line says which are and where the
-    rest are."""
-    titles = [("session / log", False), ("started (UTC)", False), ("project (cwd)", False), ("gen", True),
+    """The sessions table, ranked by the cost lost to collapses: every listed session a row, named by its short
+    id (linked to its section when it is drawn) over its log's path; when not all are drawn, or not all
+    listed, a line says which are and where the rest are."""
+    titles = [("session", False), ("started (UTC)", False), ("project (cwd)", False), ("gen", True),
               ("model", False), ("requests", True), ("hit ratio", True), ("cost", True), ("collapses", True),
               ("unexplained", True), ("cost lost", True), ("verify errors", True)]
     head = "".join(f'<th scope="col"{" class=n" if numeric else ""}><button type="button">{esc(title)}</button></th>'
                    for title, numeric in titles)
     body = []
-    for index, (log, name) in enumerate(zip(logs, names, strict=True)):
+    for index, log in enumerate(logs):
+        name, path = names.sessions[log["log"]], names.paths[log["log"]]
         shown = (f'<a href="#{_anchor(index)}" title="{esc(log["log"])}">{esc(name)}</a>' if index < drawn
                  else f'<span title="{esc(log["log"])}">{esc(name)}</span>')
+        if name != path:   # named by its id: the path under it, to find the file
+            shown += f'<br><span class="path">{esc(path)}</span>'
         origin = origins.get(log["log"])
         when = started(origin)
         body.append(
@@ -307,37 +335,38 @@ def costliest(collapses: pl.DataFrame) -> pl.DataFrame:
     return collapses.sort("collapseCostUsd", descending=True, nulls_last=True, maintain_order=True)
 
 
-def _collapse_cells(row: dict[str, Any]) -> str:
+def _collapse_cells(row: dict[str, Any], names: PageNames) -> str:
     cause = row["cause"] or UNEXPLAINED
     return (f'<td>{esc(call_name(row))}</td><td class="n">{esc(row["seq"])}</td>'
             f'<td class="{"bad" if cause == UNEXPLAINED else ""}">{esc(cause)}</td>'
             f'<td class="n">{esc(usd(row["collapseCostUsd"]))}</td>'
-            f'<td class="cmd"><code>{esc(explain_command(row))}</code></td>')
+            f'<td class="cmd"><code>{esc(names.command(row))}</code></td>')
 
 
-def _worst_collapses(requests: pl.DataFrame, names: Mapping[str, str], anchors: Mapping[str, str]) -> str:
+def _worst_collapses(requests: pl.DataFrame, names: PageNames, anchors: Mapping[str, str]) -> str:
     """Over several sessions: the costliest collapses of all, each with its session and `audit explain`."""
     collapses = requests.filter(pl.col("collapse"))
     if collapses.height == 0:
         return ""
     rows = []
     for row in costliest(collapses).head(WORST_LISTED).iter_rows(named=True):
-        name = names.get(row["log"], shown_path(row["log"]))
-        where = (f'<a href="#{anchors[row["log"]]}">{esc(name)}</a>' if row["log"] in anchors else esc(name))
-        rows.append(f'<tr><td class="log">{where}</td>{_collapse_cells(row)}</tr>')
+        name = names.sessions.get(row["log"]) or shown_path(row["log"])
+        where = (f'<a href="#{anchors[row["log"]]}" title="{esc(row["log"])}">{esc(name)}</a>'
+                 if row["log"] in anchors else f'<span title="{esc(row["log"])}">{esc(name)}</span>')
+        rows.append(f'<tr><td class="log">{where}</td>{_collapse_cells(row, names)}</tr>')
     return (f'<section class="board" id="worst"><h2>Costliest collapses</h2><p class="note">{len(rows)} of '
             f"{collapses.height}, costliest first; <code>audit explain</code> shows why each one happened.</p>"
             '<table id="worst-collapses"><thead><tr><th>session</th><th>call</th><th class="n">seq</th><th>cause</th>'
             f'<th class="n">cost lost</th><th>why</th></tr></thead><tbody>{"".join(rows)}</tbody></table></section>')
 
 
-def _collapse_table(plot: SessionPlot, anchor: str) -> str:
+def _collapse_table(plot: SessionPlot, anchor: str, names: PageNames) -> str:
     """A session's collapses ranked costliest first, open above its plot."""
     if not plot.collapse_rows:
         return ""
     ranked = sorted(plot.collapse_rows, key=lambda row: (row["collapseCostUsd"] is None,
                                                          -(row["collapseCostUsd"] or 0.0)))[:COLLAPSES_LISTED]
-    rows = [f'<tr><td class="n">{rank}</td>{_collapse_cells(row)}<td>{esc(row["causeDetail"] or "")}</td>'
+    rows = [f'<tr><td class="n">{rank}</td>{_collapse_cells(row, names)}<td>{esc(row["causeDetail"] or "")}</td>'
             f'<td class="n">{esc(count(row["cacheReadTokens"]))}</td>'
             f'<td class="n">{esc(count(row["previousCacheReadTokens"]))}</td>'
             f'<td class="n">{esc(count(row["expectedCacheReadTokens"]))}</td></tr>'
@@ -380,10 +409,12 @@ def _drawing(anchor: str, plot: SessionPlot) -> str:
             f'<script type="application/json" id="{anchor}-tips">{script_json(plot.tips)}</script>')
 
 
-def _session(index: int, log: dict[str, Any], name: str, origin: SessionOrigin | None, plot: SessionPlot,
+def _session(index: int, log: dict[str, Any], names: PageNames, origin: SessionOrigin | None, plot: SessionPlot,
              findings: pl.DataFrame, tally: pl.DataFrame) -> str:
     anchor = _anchor(index)
-    facts = [f"v{log['generation']}", f"model {log['model'] or '–'}", f"session {log['sessionId']}",
+    name, path = names.sessions[log["log"]], names.paths[log["log"]]
+    facts = [*([f"log {path}"] if name != path else []), f"v{log['generation']}", f"model {log['model'] or '–'}",
+             f"session {log['sessionId']}",
              *([f"started {started(origin)} UTC"] if origin is not None and origin.created_ms is not None else []),
              *([f"cwd {origin.cwd}"] if origin is not None and origin.cwd else []),
              f"{log['requests']} request(s)", f"{log['compactionCalls']} compaction call(s)",
@@ -393,7 +424,8 @@ def _session(index: int, log: dict[str, Any], name: str, origin: SessionOrigin |
              f"{plot.header_changes} header change(s)", f"{plot.compactions} compaction(s)"]
     notes = f'<p class="note">{esc(log["notes"])}</p>' if log["notes"] else ""
     return (f'<section class="session" id="{anchor}" data-log="{esc(log["log"])}"><h2 title="{esc(log["log"])}">'
-            f'{esc(name)}</h2><p class="meta">{esc(" · ".join(facts))}</p>{notes}{_collapse_table(plot, anchor)}'
+            f'{esc(name)}</h2><p class="meta">{esc(" · ".join(facts))}</p>{notes}'
+            f"{_collapse_table(plot, anchor, names)}"
             f"{_drawing(anchor, plot)}{_findings_block(findings, tally)}</section>")
 
 
@@ -412,18 +444,21 @@ def _summary(report: CacheReport, logs: int, findings: VerifyFindings) -> str:
 def render_report(report: CacheReport, headers: pl.DataFrame, findings: VerifyFindings, *,
                   inputs: Sequence[str] = (), unreadable: Sequence[Unreadable] = (), overview: bool | None = None,
                   origins: Mapping[str, SessionOrigin] | None = None, generator: str = "dsh-audit",
-                  detailed: int = DETAILED_SESSIONS, listed: int = SESSIONS_LISTED, filtered: str = "") -> str:
+                  detailed: int = DETAILED_SESSIONS, listed: int = SESSIONS_LISTED, filtered: str = "",
+                  names: PageNames | None = None) -> str:
     """The whole page. `report`: build_cache_report's; `headers`: build_header_diff's over the same logs;
     `findings`: verify_findings(verify_paths(...)); `origins`: each log's start and cwd (from its header, on the
     same walk: reports.one_walk). `overview` (default: more than one log) adds the costliest collapses of all and
     the sortable table of sessions. Sessions are ranked worst first (RANKED_BY): the `detailed` worst are
     drawn, the `listed` worst are rows of the table; the page says so. `filtered`: what narrowed `report` (the
-    filter options as given, and how many logs they left out), said under the inputs."""
+    filter options as given, and how many logs they left out), said under the inputs. `names`: how the page names each
+    session and what its explain commands give (page_names; by default over the sessions of the page, with each
+    log's path in the commands)."""
     origins = origins or {}
     ranked = ranked_logs(report.logs, findings.tally)
     logs = ranked.head(listed).to_dicts()
     more = ranked.height - len(logs)
-    names = display_names([log["log"] for log in logs])
+    names = names or page_names(ranked)
     drawn = logs[:detailed]
     chosen = pl.col("log").is_in([log["log"] for log in drawn])   # only the drawn logs' rows are split out
     calls_of = rows_by(report.requests.filter(chosen), "log", "generation")
@@ -431,10 +466,10 @@ def render_report(report: CacheReport, headers: pl.DataFrame, findings: VerifyFi
     findings_of = rows_by(findings.shown.filter(chosen), "log", "generation")
     tally_of = rows_by(findings.tally.filter(chosen), "log", "generation")
     sections = []
-    for index, (log, name) in enumerate(zip(drawn, names, strict=False)):
+    for index, log in enumerate(drawn):
         key = (log["log"], log["generation"])
         plot = session_plot(calls_of(key), headers_of(key))
-        sections.append(_session(index, log, name, origins.get(log["log"]), plot, findings_of(key), tally_of(key)))
+        sections.append(_session(index, log, names, origins.get(log["log"]), plot, findings_of(key), tally_of(key)))
     skipped_note = "".join(f'<li>{esc(shown_path(old))} — an older generation; read {esc(shown_path(new))}</li>'
                            for old, new in findings.skipped)
     skipped_block = (f'<details><summary>{len(findings.skipped)} older generation(s) skipped</summary>'
@@ -444,7 +479,6 @@ def render_report(report: CacheReport, headers: pl.DataFrame, findings: VerifyFi
     unreadable_block = (f'<details open id="unreadable"><summary>{len(unreadable)} log(s) could not be read and are '
                         f"not in this report</summary><ul>{unreadable_note}</ul></details>") if unreadable else ""
     show_overview = ranked.height > 1 if overview is None else overview
-    by_name = {log["log"]: name for log, name in zip(logs, names, strict=True)}
     anchors = {log["log"]: _anchor(index) for index, log in enumerate(drawn)}
     policy = "default-src 'none'; base-uri 'none'; form-action 'none'; style-src 'unsafe-inline'; script-src " \
              + _script_hash(RENDER_SCRIPT)
@@ -463,7 +497,7 @@ def render_report(report: CacheReport, headers: pl.DataFrame, findings: VerifyFi
         "in the lane above, with a guide line; the line is the cumulative cost (right axis). Hover for detail; a "
         "long session scrolls sideways.</p>",
         unreadable_block, skipped_block, "</header>",
-        _worst_collapses(report.requests, by_name, anchors) if show_overview else "",
+        _worst_collapses(report.requests, names, anchors) if show_overview else "",
         _overview(logs, names, origins, len(drawn), more) if show_overview else "",
         *sections,
         f'<div id="tip" role="tooltip" hidden></div><script>{RENDER_SCRIPT}</script></body></html>\n',

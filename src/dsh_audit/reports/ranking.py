@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import polars as pl
 
+from ..header import is_placeholder
 from ..readers.home import ID_PREFIX
 from .cache_report import CacheReport
 from .views import shown_path
@@ -45,9 +46,11 @@ def _common(one: str, other: str) -> int:
 
 
 def session_prefixes(logs: pl.DataFrame) -> dict[str, str]:
-    """The logs of a report's per-log rows that have a short id of their own (`short_ids`), each with it."""
+    """The logs of a report's per-log rows that have a short id of their own (`short_ids`), each with it; a
+    scrubbed log's placeholder (`{{sessionId}}`) is no id."""
     labels, ids = logs["log"].to_list(), logs["sessionId"].to_list()
-    shorts = short_ids([None if session in (None, "None") else session for session in ids])
+    shorts = short_ids([None if session in (None, "None") or is_placeholder(session) else session
+                        for session in ids])
     return {label: short for label, short in zip(labels, shorts, strict=True) if short is not None}
 
 
