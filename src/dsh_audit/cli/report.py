@@ -60,9 +60,9 @@ def report(logs: tuple[Path, ...], session: str | None, out: Path, since: str | 
     where (cwd) each started, sortable by any column (over 25, only the 25 worst drawn). The figures are
     cache-report's, with its defaults and the same filters (--since/--until, --model, --project: the calls
     counted, and the sessions that keep any); verify's findings allow events as verify does. A dataset audit export
-    wrote (the one LOGS given) is drawn from its tables: the fleet's overview (the filters are audit query's there)."""
+    wrote (the one LOGS given) is drawn from its tables: the fleet's overview, with the same filters."""
     from ..findings import allowed_events
-    from ..fleet.report import dataset_parts, is_dataset
+    from ..fleet.report import dataset_parts, is_dataset, read_sessions
     from ..reports.html import render_report
     from ..reports.one_walk import narrowed, read_once
 
@@ -72,11 +72,8 @@ def report(logs: tuple[Path, ...], session: str | None, out: Path, since: str | 
     paths, older = selection.paths, selection.superseded
     check_output(out, inputs=selection.inputs, what="the report")   # before the work
     if session is None and len(paths) == 1 and is_dataset(paths[0]):
-        if counted:
-            raise click.UsageError("--since/--until/--model/--project narrow logs, not a dataset's overview "
-                                   "(its calls carry their time, model and project: docs/fleet.md)")
-        cache, headers, findings, origins = dataset_parts(paths[0])
-        read_count, filtered = cache.logs.height, ""
+        cache, headers, findings, origins = dataset_parts(paths[0], counted)
+        read_count = read_sessions(paths[0])
     else:
         # The cyclic collector stays on: paused over a whole home, each log's cycles were kept to the end (0.5 MB
         # a log: 1 GB over 1,000 small sessions). read_once pauses it for each log it reads.
@@ -84,9 +81,9 @@ def report(logs: tuple[Path, ...], session: str | None, out: Path, since: str | 
         parts = narrowed(read, counted)
         cache, headers, findings, origins = parts.cache, parts.headers, parts.findings, parts.origins
         read_count = read.cache.logs.height
-        narrowing = filters_given(since, until, timezone, models, projects)
-        filtered = (f"only the calls {narrowing} keeps; {read_count - cache.logs.height} of {read_count} "
-                    "session log(s) left out, none of their calls kept") if counted else ""
+    narrowing = filters_given(since, until, timezone, models, projects)
+    filtered = (f"only the calls {narrowing} keeps; {read_count - cache.logs.height} of {read_count} "
+                "session log(s) left out, none of their calls kept") if counted else ""
     document = render_report(cache, headers, findings, inputs=[str(p) for p in paths],
                              unreadable=cache.unreadable,
                              overview=cache.logs.height > 1 or any(p.is_dir() for p in paths), origins=origins,
