@@ -1,17 +1,18 @@
-"""Issue 22's engines at fleet scale: a command run over 2,000 small logs and over 20 logs of 30 MB through
-`--engine local` and `--engine dask` (2 workers each), alternating, in one run. Per engine: its fixed start-up (a
-run over 2 small logs, so that both start their 2 workers), then per set of logs the wall time, the CPU of the
-driver and of its worker processes, the CPU per log past the start-up, and the peak RSS of the driver and of the
+"""Issue 22's engines at fleet scale: `audit verify` and `audit export` run over 2,000 small logs and over 20 logs
+of 30 MB through `--engine local` and `--engine dask` (2 workers each), alternating, in one run. Per command and
+engine: its fixed start-up (a run over 2 small logs, so that both start their 2 workers), then per set of logs the
+wall time, the CPU of the driver and of its worker processes, the CPU per log past the start-up (all of it, and
+the driver's alone: the export's driver writes every Parquet file), and the peak RSS of the driver and of the
 workers.
 
     python benchmarks/fleet.py [--small 2000] [--big 20] [--big-size 30MB] [--workers 2] [--tries 2]
-        [--command 'verify --engine {engine} -j {workers} {logs}'] [--json]
+        [--command 'verify --engine {engine} -j {workers} {logs}' ...] [--json]
 
---command is what is measured, with {engine}, {workers}, {logs} (the folder of logs) and {scratch} (an empty
-folder of its own per run) filled in: `audit export --engine {engine} -j {workers} {logs} --to {scratch}/ds`
-measures the export the same way. CPU: os.wait4 of the driver counts it and every worker process it reaped; the
-workers' own share is read from /proc (psutil) every 20 ms, as is each process's RSS, so a peak shorter than
-that may be missed. Data goes to benchmarks/data/fleet-small and fleet-big (kept: the output is deterministic).
+--command (repeatable; default verify's and export's, COMMANDS) is what is measured, with {engine}, {workers},
+{logs} (the folder of logs) and {scratch} (an empty folder of its own per run) filled in. CPU: os.wait4 of the
+driver counts it and every worker process it reaped; the workers' own share is read from /proc (psutil) every
+20 ms, as is each process's RSS, so a peak shorter than that may be missed. Data goes to
+benchmarks/data/fleet-small and fleet-big (kept: the output is deterministic).
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
 AUDIT = str(Path(sys.executable).parent / "audit")
 ENGINES = ("local", "dask")
-COMMAND = "verify --engine {engine} -j {workers} {logs}"
+COMMANDS = ("verify --engine {engine} -j {workers} {logs}",
+            "export --engine {engine} -j {workers} {logs} --to {scratch}/ds")
 SAMPLE_SECONDS = 0.02
 MIB = 1024 * 1024
 
@@ -49,7 +51,7 @@ class Measured:
     count: int
     megabytes: float
     wall_s: float
-    cpu_s: float           # the driver and every worker process, from os.wait4
+    cpu_s: float           # the driver and every worker process (see measure)
     workers_cpu_s: float   # the worker processes' own, as last sampled
     driver_rss_mib: float
     workers_rss_mib: float   # all worker processes together, at their peak
@@ -68,6 +70,7 @@ class Sampler(threading.Thread):
         super().__init__(daemon=True)
         self.root = psutil.Process(pid)
         self.driver_rss = self.workers_rss = self.worker_rss = 0
+        self.driver_cpu = 0.0
         self.cpu: dict[int, float] = {}
         self.done = threading.Event()
 
@@ -80,6 +83,8 @@ class Sampler(threading.Thread):
         try:
             children = self.root.children(recursive=True)
             self.driver_rss = max(self.driver_rss, self.root.memory_info().rss)
+            own = self.root.cpu_times()
+            self.driver_cpu = own.user + own.system
         except psutil.Error:
             return
         together = 0
@@ -108,8 +113,12 @@ def measure(engine: str, logs: Path, workers: int, command: str) -> Measured:
         sampler.done.set()
         sampler.join()
     child.returncode = os.waitstatus_to_exitcode(status)   # reaped here; keep Popen from waiting again
+    # os.wait4 counts the driver and the workers it reaped; a forkserver's workers are reaped by the forkserver,
+    # which the driver never reaps, so they are counted from the samples (the driver's own to its last sample)
+    workers = sum(sampler.cpu.values())
+    cpu = max(usage.ru_utime + usage.ru_stime, sampler.driver_cpu + workers)
     return Measured(engine, logs.name, len(files), sum(f.stat().st_size for f in files) / 1e6, wall,
-                    usage.ru_utime + usage.ru_stime, sum(sampler.cpu.values()), sampler.driver_rss / MIB,
+                    cpu, workers, sampler.driver_rss / MIB,
                     sampler.workers_rss / MIB, sampler.worker_rss / MIB, child.returncode)
 
 
@@ -141,50 +150,64 @@ def big_set(count: int, size: str) -> Path:
 
 
 def per_log(run: Measured, start: Measured) -> dict[str, float]:
-    """CPU past the start-up run's (whose 2 small logs are left in: a few ms), per log and per MB of log."""
+    """CPU past the start-up run's (whose 2 small logs are left in: a few ms), per log and per MB of log; the
+    driver's alone per log."""
     cpu = run.cpu_s - start.cpu_s
-    return {"cpu_ms_per_log": 1000 * cpu / run.count, "cpu_mb_per_s": run.megabytes / cpu if cpu > 0 else 0.0}
+    return {"cpu_ms_per_log": 1000 * cpu / run.count, "cpu_mb_per_s": run.megabytes / cpu if cpu > 0 else 0.0,
+            "driver_ms_per_log": 1000 * (run.driver_cpu_s - start.driver_cpu_s) / run.count}
 
 
-def bench(small: int, big: int, big_size: str, workers: int, tries: int, command: str) -> dict[str, object]:
+def bench(small: int, big: int, big_size: str, workers: int, tries: int,
+          commands: tuple[str, ...] = COMMANDS) -> dict[str, object]:
     sets = {"start": start_set(small_set(small)), "small": small_set(small), "big": big_set(big, big_size)}
-    measure("local", sets["start"], workers, command)   # warm-up: the compiled-code cache, the page cache
-    runs: dict[str, dict[str, Measured]] = {engine: {} for engine in ENGINES}
+    for command in commands:   # warm-up: the compiled-code cache, the page cache
+        measure("local", sets["start"], workers, command)
+    runs: dict[str, dict[str, dict[str, Measured]]] = {command: {engine: {} for engine in ENGINES}
+                                                       for command in commands}
     for name, logs in sets.items():
-        for _ in range(tries):   # alternating, so that both meet the same neighbours; the fastest is kept
-            for engine in ENGINES:
-                run = measure(engine, logs, workers, command)
-                kept = runs[engine].get(name)
-                if kept is None or run.wall_s < kept.wall_s:
-                    runs[engine][name] = run
-    return {"command": command, "workers": workers, "tries": tries,
-            "runs": {engine: {name: {**asdict(run), "driver_cpu_s": run.driver_cpu_s,
-                                     **({} if name == "start" else per_log(run, by_name["start"]))}
-                              for name, run in by_name.items()}
-                     for engine, by_name in runs.items()}}
+        for _ in range(tries):   # alternating, so that all meet the same neighbours; the fastest is kept
+            for command in commands:
+                for engine in ENGINES:
+                    run = measure(engine, logs, workers, command)
+                    kept = runs[command][engine].get(name)
+                    if kept is None or run.wall_s < kept.wall_s:
+                        runs[command][engine][name] = run
+    return {"commands": list(commands), "workers": workers, "tries": tries,
+            "runs": {command: {engine: {name: {**asdict(run), "driver_cpu_s": run.driver_cpu_s,
+                                               **({} if name == "start" else per_log(run, by_name["start"]))}
+                                        for name, run in by_name.items()}
+                               for engine, by_name in by_engine.items()}
+                     for command, by_engine in runs.items()}}
 
 
 def results_lines(result: dict[str, object]) -> list[str]:
     """RESULTS.md's section."""
-    runs: dict[str, dict[str, dict[str, float]]] = result["runs"]  # type: ignore[assignment]
+    runs: dict[str, dict[str, dict[str, dict[str, float]]]] = result["runs"]  # type: ignore[assignment]
     lines = ["## Fleet engines (issue 22)", "",
-             f"`{result['command']}` with {result['workers']} workers, best of {result['tries']} alternating "
-             "(benchmarks/fleet.py). CPU: the driver and its workers (os.wait4), the workers' share sampled from "
-             "/proc; per log: past the start-up run's CPU. RSS: peaks sampled every 20 ms.", "",
-             "| engine | logs | wall s | CPU s (driver + workers) | CPU per log | CPU MB/s | driver peak MiB | "
-             "workers peak MiB (largest) | rc |", "|---|---|---|---|---|---|---|---|---|"]
-    for engine, by_name in runs.items():
-        for name, run in by_name.items():
-            per = (f"{run['cpu_ms_per_log']:.1f} ms" if "cpu_ms_per_log" in run else "(start-up)")
-            rate = f"{run['cpu_mb_per_s']:.0f}" if "cpu_mb_per_s" in run else ""
-            lines.append(f"| {engine} | {name}: {run['count']:,} ({run['megabytes']:.0f} MB) | {run['wall_s']:.2f} | "
-                         f"{run['cpu_s']:.2f} ({run['driver_cpu_s']:.2f} + {run['workers_cpu_s']:.2f}) | {per} | "
-                         f"{rate} | {run['driver_rss_mib']:.0f} | {run['workers_rss_mib']:.0f} "
-                         f"({run['worker_rss_mib']:.0f}) | {run['rc']} |")
-    local, dask = runs["local"]["start"], runs["dask"]["start"]
-    lines += ["", f"- fixed start-up, dask over local: {dask['cpu_s'] - local['cpu_s']:+.2f} CPU-s, "
-              f"{dask['wall_s'] - local['wall_s']:+.2f} s wall.", ""]
-    return lines
+             "Each command with {workers} = " f"{result['workers']} workers, best of {result['tries']}, commands and "
+             "engines alternating in one run (benchmarks/fleet.py): "
+             + "; ".join(f"`{command}`" for command in runs) + ". CPU: the driver and its workers (os.wait4), the "
+             "workers' share sampled from /proc (a forkserver's workers, which os.wait4 misses, only so); per log: "
+             "past the start-up run's CPU (the driver's alone beside "
+             "it). RSS: peaks sampled every 20 ms.", "",
+             "| command | engine | logs | wall s | CPU s (driver + workers) | CPU per log (driver's) | CPU MB/s | "
+             "driver peak MiB | workers peak MiB (largest) | rc |", "|---|---|---|---|---|---|---|---|---|---|"]
+    starts = []
+    for command, by_engine in runs.items():
+        name = command.split()[0]
+        for engine, by_name in by_engine.items():
+            for logs, run in by_name.items():
+                per = (f"{run['cpu_ms_per_log']:.1f} ms ({run['driver_ms_per_log']:.1f})" if "cpu_ms_per_log" in run
+                       else "(start-up)")
+                rate = f"{run['cpu_mb_per_s']:.0f}" if "cpu_mb_per_s" in run else ""
+                lines.append(f"| {name} | {engine} | {logs}: {run['count']:,} ({run['megabytes']:.0f} MB) | "
+                             f"{run['wall_s']:.2f} | {run['cpu_s']:.2f} ({run['driver_cpu_s']:.2f} + "
+                             f"{run['workers_cpu_s']:.2f}) | {per} | {rate} | {run['driver_rss_mib']:.0f} | "
+                             f"{run['workers_rss_mib']:.0f} ({run['worker_rss_mib']:.0f}) | {run['rc']} |")
+        local, dask = by_engine["local"]["start"], by_engine["dask"]["start"]
+        starts.append(f"- {name}: fixed start-up, dask over local: {dask['cpu_s'] - local['cpu_s']:+.2f} CPU-s, "
+                      f"{dask['wall_s'] - local['wall_s']:+.2f} s wall.")
+    return [*lines, "", *starts, ""]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -194,10 +217,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--big-size", default="30MB")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--tries", type=int, default=2)
-    parser.add_argument("--command", default=COMMAND, help="with {engine} {workers} {logs} {scratch}")
+    parser.add_argument("--command", action="append", dest="commands",
+                        help="with {engine} {workers} {logs} {scratch}; repeatable (default: verify's and export's)")
     parser.add_argument("--json", action="store_true", help="the results as JSON, not RESULTS.md's section")
     args = parser.parse_args(argv)
-    result = bench(args.small, args.big, args.big_size, args.workers, args.tries, args.command)
+    result = bench(args.small, args.big, args.big_size, args.workers, args.tries,
+                   tuple(args.commands or COMMANDS))
     print(json.dumps(result, indent=2) if args.json else "\n".join(results_lines(result)))
     return 0
 

@@ -434,9 +434,9 @@ def targets(results: dict[int, dict[str, object]], par: tuple[Run, Run] | None,
 
 
 def bench_fleet(opts: argparse.Namespace) -> Run:
-    """fleet.py: the engines over many small and some big logs (issue 22)."""
+    """fleet.py: verify and export on both engines over many small and some big logs, in one run (issue 22)."""
     print("== fleet engines", flush=True)
-    command = ["--command", opts.fleet_command] if opts.fleet_command else []
+    command = [part for given in opts.fleet_command for part in ("--command", given)]
     return measure("fleet engines (fleet.py)", [PY, str(HERE / "fleet.py"), "--small", str(opts.fleet_small),
                                                 "--big", str(opts.fleet_big), *command, "--json"])
 
@@ -481,7 +481,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="largest size whose v3 twin's requests are compared with v0's (check_generations.py)")
     parser.add_argument("--fleet-small", type=int, default=2000, help="small logs of the engines' piece (fleet.py)")
     parser.add_argument("--fleet-big", type=int, default=20, help="30 MB logs of the engines' piece (fleet.py)")
-    parser.add_argument("--fleet-command", default=None, help="what fleet.py measures (its --command)")
+    parser.add_argument("--fleet-command", action="append", default=[],
+                        help="what fleet.py measures (its --command, repeatable; default verify and export)")
     parser.add_argument("--only-fleet", action="store_true",
                         help="run the engines' piece alone and replace its section of --out, keeping the rest")
     parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md")

@@ -38,9 +38,12 @@ def _ms(text: str) -> int:
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Three sessions: shop (started 2026-11-30, a collapse on a tool change on 2026-12-01), shop-api (started
-    2026-11-20), docs (started 2026-12-01, on the pro model)."""
-    root = tmp_path_factory.mktemp("home")
+    return build_timed_home(tmp_path_factory.mktemp("home"))
+
+
+def build_timed_home(root: Path) -> Path:
+    """Three sessions below `root`: shop (started 2026-11-30, a collapse on a tool change on 2026-12-01),
+    shop-api (started 2026-11-20), docs (started 2026-12-01, on the pro model)."""
     shop = steady_log()
     turn(shop, 3, "more", 0, reason="change", tools=[TOOL_A, TOOL_B])
     timed(shop, {1: "2026-11-30T10:00", 2: "2026-11-30T11:00", 3: "2026-12-01T09:00"})

@@ -21,6 +21,7 @@ from click.testing import CliRunner
 
 from conftest_reference import LOGS_ROOT
 from dsh_audit.cli import main
+from dsh_audit.cli.options import chosen_filter as cli_filter
 from dsh_audit.fleet import dataset as dataset_module
 from dsh_audit.fleet import export as export_module
 from dsh_audit.fleet import query
@@ -28,8 +29,10 @@ from dsh_audit.fleet.columns import TABLES
 from dsh_audit.fleet.export import export
 from dsh_audit.fleet.unit import ExportedLog, ExportOptions, export_log
 from dsh_audit.generations import generations
+from dsh_audit.reports.filters import CallFilter
 from homebuilder import build_messy_home
 from test_fastpath import generate
+from test_filters_everywhere import build_timed_home
 from test_numbers import log_text, write_log
 
 
@@ -72,11 +75,13 @@ def sources(name: str, built: Path, tmp_path: Path, bench_like: Path) -> Path:
     return LOGS_ROOT
 
 
-def assert_totals_equal(dataset: Path, logs: Path) -> None:
-    code, out, _ = run("cache-report", "--rows", "totals", "--json", str(logs))
+def assert_totals_equal(dataset: Path, logs: Path, *filters: str) -> None:
+    code, out, _ = run("cache-report", "--rows", "totals", "--json", str(logs), *filters)
     assert code == 0
     [expected] = json.loads(out)["rows"]
-    [got] = query.totals(dataset).to_dicts()
+    code, out, err = run("query", str(dataset), "--json", *filters)
+    assert code == 0, err
+    [got] = json.loads(out)["rows"]
     for name, value in expected.items():
         assert got[name] == (pytest.approx(value) if isinstance(value, float) else value), name
 
@@ -267,6 +272,58 @@ def test_query_answers_each_question_in_each_format(question: str, fmt: str, bui
         assert exported[0] == 0 and json.loads(exported[1])["schema"] == "dsh-audit/export"
 
 
+FILTERS = [("--since", "2026-12-01"), ("--until", "2026-12-01"), ("--model", "deepseek-v4-pro"),
+           ("--project", "/work/shop"), ("--project", "/work/shop-api", "--since", "2026-11-01"),
+           ("--since", "2026-12-01T08:00", "--until", "2026-12-01T12:03", "--timezone", "UTC"),
+           ("--since", "2026-12-01", "--timezone", "Asia/Shanghai"), ("--model", "no-such-model")]
+
+
+@pytest.fixture(scope="module")
+def timed_fleet(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """test_filters_everywhere's three sessions of known times, models and projects, with an unreadable log
+    beside them, and their dataset."""
+    home = build_timed_home(tmp_path_factory.mktemp("home"))
+    (home / "broken").mkdir()
+    (home / "broken" / "session.jsonl").write_text("{not json\n")
+    dataset = tmp_path_factory.mktemp("timed") / "fleet"
+    assert run("export", str(home), "--to", str(dataset))[0] == 2   # the unreadable log: a failed row
+    return home, dataset
+
+
+@pytest.mark.parametrize("filters", FILTERS, ids=" ".join)
+def test_query_s_filters_count_the_calls_cache_report_counts_with_them(filters: tuple[str, ...],
+                                                                       timed_fleet: tuple[Path, Path]) -> None:
+    home, dataset = timed_fleet
+    assert_totals_equal(dataset, home, *filters)
+    _, out, _ = run("cache-report", "--rows", "logs", "--json", str(home), *filters)
+    kept = {row["log"] for row in json.loads(out)["rows"]}
+    by_model = query.waste(dataset, "model", chosen_filter(filters))
+    [totals] = query.totals(dataset, chosen_filter(filters)).to_dicts()
+    assert by_model["requests"].sum() == totals["requests"] and by_model["collapses"].sum() == totals["collapses"]
+    assert query.breaks(dataset, chosen_filter(filters))["collapses"].sum() == totals["collapses"]
+    assert query.status(dataset, chosen_filter(filters))["logs"].sum() == len(kept) + 1   # and the unreadable
+
+
+def chosen_filter(filters: tuple[str, ...]) -> CallFilter:
+    """The CallFilter of the options given, as the CLI reads them."""
+    options = dict(zip(filters[::2], filters[1::2], strict=True))
+    return cli_filter(options.get("--since"), options.get("--until"), options.get("--timezone"),
+                      tuple(v for k, v in zip(filters[::2], filters[1::2], strict=True) if k == "--model"),
+                      tuple(v for k, v in zip(filters[::2], filters[1::2], strict=True) if k == "--project"))
+
+
+def test_query_s_filters_keep_unreadable_logs_in_status_and_read_times_as_the_cli_does(
+        timed_fleet: tuple[Path, Path]) -> None:
+    _, dataset = timed_fleet
+    code, out, _ = run("query", str(dataset), "--question", "status", "--json", "--model", "deepseek-v4-pro")
+    assert code == 0
+    [row] = [row for row in json.loads(out)["rows"] if row["unreadable"]]
+    assert row["unreadable"] == 1
+    assert sum(row["logs"] for row in json.loads(out)["rows"]) == 2   # docs, and the unreadable one
+    code, out, err = run("query", str(dataset), "--since", "yesterday-ish")
+    assert code == 2 and out == "" and "Invalid value for --since" in err
+
+
 def test_export_and_query_outputs_keep_to_their_schemas(built: Path, tmp_path: Path) -> None:
     from jsonschema import Draft202012Validator
 
@@ -398,6 +455,24 @@ def test_report_of_a_dataset_is_the_report_of_its_logs(name: str, built: Path, t
     code, _, err = run("report", str(dataset), "-o", str(tmp_path / "fleet.html"))
     assert code == 0, err
     run("report", str(logs), "-o", str(tmp_path / "logs.html"))
+    fleet, direct = ((tmp_path / page).read_text(encoding="utf-8") for page in ("fleet.html", "logs.html"))
+    assert page_parts(fleet) == page_parts(direct)
+
+
+@pytest.mark.parametrize("filters", [("--since", "2026-12-01"), ("--project", "/work/shop"),
+                                     ("--model", "no-such-model")], ids=" ".join)
+def test_a_filtered_report_of_a_dataset_is_the_filtered_report_of_its_logs(
+        filters: tuple[str, ...], timed_fleet: tuple[Path, Path], tmp_path: Path) -> None:
+    home, dataset = timed_fleet
+    code, out, err = run("report", str(dataset), "-o", str(tmp_path / "fleet.html"), *filters)
+    assert code == 0, err
+    direct_run = run("report", str(home), "-o", str(tmp_path / "logs.html"), *filters)
+
+    def sized(text: str) -> str:   # the pages' sizes differ by their explain commands (paths or --session)
+        return re.sub(r"\(\d[\d.]*[KM]?B\)", "(size)", text)
+
+    # the same counts, the same left out
+    assert (sized(direct_run[1]), direct_run[2]) == (sized(out.replace("fleet.html", "logs.html")), err)
     fleet, direct = ((tmp_path / page).read_text(encoding="utf-8") for page in ("fleet.html", "logs.html"))
     assert page_parts(fleet) == page_parts(direct)
 

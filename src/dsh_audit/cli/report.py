@@ -61,9 +61,9 @@ def report(logs: tuple[Path, ...], session: str | None, out: Path, since: str | 
     where (cwd) each started, sortable by any column (over 25, only the 25 worst drawn). The figures are
     cache-report's, with its defaults and the same filters (--since/--until, --model, --project: the calls
     counted, and the sessions that keep any); verify's findings allow events as verify does. A dataset audit export
-    wrote (the one LOGS given) is drawn from its tables: the fleet's overview (the filters are audit query's there)."""
+    wrote (the one LOGS given) is drawn from its tables: the fleet's overview, with the same filters."""
     from ..findings import allowed_events
-    from ..fleet.report import dataset_parts, is_dataset
+    from ..fleet.report import dataset_parts, is_dataset, read_sessions
     from ..reports.html import page_names, render_report
     from ..reports.one_walk import narrowed, read_once
     from ..reports.ranking import session_prefixes
@@ -74,11 +74,8 @@ def report(logs: tuple[Path, ...], session: str | None, out: Path, since: str | 
     paths, older = selection.paths, selection.superseded
     check_output(out, inputs=selection.inputs, what="the report")   # before the work
     if session is None and len(paths) == 1 and is_dataset(paths[0]):
-        if counted:
-            raise click.UsageError("--since/--until/--model/--project narrow logs, not a dataset's overview "
-                                   "(its calls carry their time, model and project: docs/fleet.md)")
-        cache, headers, findings, origins = dataset_parts(paths[0])
-        read_count, filtered = cache.logs.height, ""
+        cache, headers, findings, origins = dataset_parts(paths[0], counted)
+        read_count = read_sessions(paths[0])
         names = page_names(cache.logs)   # explain reads logs, not a dataset's rows: its commands name paths
     else:
         # The cyclic collector stays on: paused over a whole home, each log's cycles were kept to the end (0.5 MB
@@ -87,14 +84,14 @@ def report(logs: tuple[Path, ...], session: str | None, out: Path, since: str | 
         parts = narrowed(read, counted)
         cache, headers, findings, origins = parts.cache, parts.headers, parts.findings, parts.origins
         read_count = read.cache.logs.height
-        narrowing = filters_given(since, until, timezone, models, projects)
-        filtered = (f"only the calls {narrowing} keeps; {read_count - cache.logs.height} of {read_count} "
-                    "session log(s) left out, none of their calls kept") if counted else ""
         # named among every log read, as cache-report names them: a short id picks one session with --session
         collapsed = set(cache.requests.filter(cache.requests["collapse"])["log"])   # the logs explain names
         prefixes = {label: prefix for label, prefix in session_prefixes(read.cache.logs).items()
                     if label in collapsed}
         names = page_names(read.cache.logs, explain_targets(logs, session, paths, prefixes))
+    narrowing = filters_given(since, until, timezone, models, projects)
+    filtered = (f"only the calls {narrowing} keeps; {read_count - cache.logs.height} of {read_count} "
+                "session log(s) left out, none of their calls kept") if counted else ""
     document = render_report(cache, headers, findings, inputs=[str(p) for p in paths], names=names,
                              unreadable=cache.unreadable,
                              overview=cache.logs.height > 1 or any(p.is_dir() for p in paths), origins=origins,

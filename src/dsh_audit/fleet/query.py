@@ -1,15 +1,22 @@
 """The fleet's questions, as polars lazy scans over a dataset (`audit query`): totals equal to `audit cache-report
 --rows totals` over the same logs, cache waste per model, project or day, the header changes that preceded
-collapses, and verification status per generation. docs/fleet.md gives the same questions for DuckDB."""
+collapses, and verification status per generation. docs/fleet.md gives the same questions for DuckDB.
+
+Each question takes the filters of every multi-log command (reports.filters.CallFilter: --since/--until, --model,
+--project): the calls counted are those the filter keeps, judged over their whole log at export, so the figures
+are cache-report's with the same filters on the same logs."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
 
 from ..errors import DshAuditError
+from ..log_filter import in_project
 from ..reports.cache_report import UNEXPLAINED, report_block
+from ..reports.filters import CallFilter
 from .columns import PARTITIONS, TABLES
 from .dataset import read_manifest
 
@@ -29,6 +36,21 @@ def scan(root: Path, table: str) -> pl.LazyFrame:
                            schema=TABLES[table])
 
 
+def calls(root: Path, chosen: CallFilter | None = None) -> pl.LazyFrame:
+    """The calls table, narrowed to the calls `chosen` keeps: a call's time and model as logged, its log's cwd
+    (--project) from the logs table, matched by file and label, so two logs of one label are told apart."""
+    scanned = scan(root, "calls")
+    if not chosen:
+        return scanned
+    scanned = scanned.filter(replace(chosen, projects=()).expression({}))
+    if chosen.projects:
+        logs = scan(root, "logs").select("key", "log", "cwd").unique().collect()
+        inside = logs.filter(pl.Series([any(in_project(cwd, project) for project in chosen.projects)
+                                        for cwd in logs["cwd"]], dtype=pl.Boolean))
+        scanned = scanned.join(inside.lazy().select("key", "log"), on=["key", "log"], how="semi")
+    return scanned
+
+
 def _hit_ratio(reads: pl.Expr, fresh: pl.Expr) -> pl.Expr:
     return pl.when((reads + fresh) > 0).then(reads / (reads + fresh))
 
@@ -46,9 +68,11 @@ def _waste(calls: pl.LazyFrame) -> list[pl.Expr]:
             pl.col("costUsd").sum().alias("costUsd")]
 
 
-def totals(root: Path) -> pl.DataFrame:
-    """The dataset's totals in cache-report's columns (--rows totals): own calls only, as it sums them."""
-    own = scan(root, "calls").filter(~pl.col("inherited"))
+def totals(root: Path, chosen: CallFilter | None = None) -> pl.DataFrame:
+    """The dataset's totals in cache-report's columns (--rows totals): own calls only, as it sums them; with a
+    filter, over the calls it keeps, and the logs that keep any (the cache block stays the run's)."""
+    kept = calls(root, chosen)
+    own = kept.filter(~pl.col("inherited"))
     request, compaction, side = (pl.col("kind") == kind for kind in ("request", "compaction", "side"))
     reads = pl.col("cacheReadTokens").cast(pl.Int128).fill_null(0).sum()
     fresh = pl.col("inputTokens").cast(pl.Int128).fill_null(0).sum()
@@ -68,7 +92,8 @@ def totals(root: Path) -> pl.DataFrame:
         costUsd=pl.when(pl.col("costUsd").is_not_null().any()).then(pl.col("costUsd").sum()),
         approximate=pl.col("approximate").any(),
     )
-    logs = scan(root, "logs").filter(pl.col("cacheBlock").is_not_null()).select(logs=pl.len())
+    logs = (kept.select(logs=pl.struct("key", "log").n_unique().cast(pl.UInt32)) if chosen else
+            scan(root, "logs").filter(pl.col("cacheBlock").is_not_null()).select(logs=pl.len()))
     frame = pl.concat([logs, sums], how="horizontal").collect()
     manifest = read_manifest(root) or {}
     block, basis = report_block([(str(label), int(size)) for entry in manifest.get("logs", {}).values()
@@ -77,24 +102,26 @@ def totals(root: Path) -> pl.DataFrame:
                               cacheBlockBasis=pl.lit(basis))
 
 
-def waste(root: Path, by: str) -> pl.DataFrame:
-    """Cache waste per model, project (the session's cwd) or day (of each call, UTC), most lost first."""
+def waste(root: Path, by: str, chosen: CallFilter | None = None) -> pl.DataFrame:
+    """Cache waste per model, project (the session's cwd) or day (of each call, UTC), most lost first, over the
+    calls `chosen` keeps."""
     if by not in WASTE_BY:
         raise DshAuditError(f"unknown grouping {by!r}; expected one of {', '.join(WASTE_BY)}")
-    calls = scan(root, "calls").filter(~pl.col("inherited"))
+    own = calls(root, chosen).filter(~pl.col("inherited"))
     if by == "project":
         projects = scan(root, "logs").select("key", "log", pl.col("cwd").alias("project"))
-        calls = calls.join(projects, on=["key", "log"], how="left")
+        own = own.join(projects, on=["key", "log"], how="left")
     elif by == "day":
-        calls = calls.with_columns(day=pl.from_epoch("timeMs", time_unit="ms").dt.date().cast(pl.String))
-    return (calls.group_by(by).agg(_waste(calls)).sort(["lostUsd", by], descending=[True, False], nulls_last=True)
+        own = own.with_columns(day=pl.from_epoch("timeMs", time_unit="ms").dt.date().cast(pl.String))
+    return (own.group_by(by).agg(_waste(own)).sort(["lostUsd", by], descending=[True, False], nulls_last=True)
             .collect())
 
 
-def breaks(root: Path) -> pl.DataFrame:
+def breaks(root: Path, chosen: CallFilter | None = None) -> pl.DataFrame:
     """Collapses by what changed in the request header last before them in their log (header-diff's field and
-    change, or none), with the generation that logged them: which change broke prefix stability, fleet-wide."""
-    collapses = (scan(root, "calls").filter(pl.col("collapse") & ~pl.col("inherited"))
+    change, or none), with the generation that logged them: which change broke prefix stability, fleet-wide;
+    the collapses `chosen` keeps (every header change counts: the one before a kept collapse may be older)."""
+    collapses = (calls(root, chosen).filter(pl.col("collapse") & ~pl.col("inherited"))
                  .select("key", "log", "generation", "seq", "cause", "collapseCostUsd").sort("seq"))
     changes = (scan(root, "header_changes").filter(~pl.col("change").is_in(["initial", "unchanged"]))
                .select("key", "log", "seq", "field", "change").sort("seq"))
@@ -105,9 +132,15 @@ def breaks(root: Path) -> pl.DataFrame:
             .sort(["lostUsd", "collapses"], descending=True).collect())
 
 
-def status(root: Path) -> pl.DataFrame:
-    """Verification per generation: logs, those clean, with findings, unreadable, and the findings' counts."""
+def status(root: Path, chosen: CallFilter | None = None) -> pl.DataFrame:
+    """Verification per generation: logs, those clean, with findings, unreadable, and the findings' counts; with
+    a filter, of the logs that keep any call, and every unreadable one (it cannot be judged, so it is never
+    left out unseen)."""
     logs = scan(root, "logs")
+    if chosen:
+        kept = calls(root, chosen).select("key", "log").unique()
+        logs = pl.concat([logs.join(kept, on=["key", "log"], how="semi"),
+                          logs.filter(pl.col("status") == "unreadable")]).unique(maintain_order=True)
     return (logs.group_by("generation")
             .agg(logs=pl.len(), clean=(pl.col("status") == "clean").sum(),
                  findings=(pl.col("status") == "findings").sum(),

@@ -1,7 +1,9 @@
 """`audit report DATASET`: the HTML report (reports.html) of a dataset `audit export` wrote, the fleet's overview:
 its totals, the costliest collapses of all, the sessions ranked by what collapses lost, and the worst ones drawn.
 The page's parts are read from the dataset, not from the logs: only the drawn sessions' rows and every collapse
-are collected, whatever the fleet's size."""
+are collected, whatever the fleet's size. With a filter (reports.filters.CallFilter) the page is that of the calls it
+keeps, as `audit report` narrows the logs it reads (one_walk.narrowed): the kept calls are collected, each log's
+row summed again over its own."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ import polars as pl
 from ..findings import Finding
 from ..readers.discover import Unreadable
 from ..readers.home import SessionOrigin
-from ..reports.cache_report import LOG_COLUMNS, REQUEST_COLUMNS, CacheReport
+from ..reports.cache_report import LOG_COLUMNS, REQUEST_COLUMNS, CacheReport, log_summary
+from ..reports.filters import CallFilter
 from ..reports.header_diff import COLUMNS as HEADER_COLUMNS
 from ..reports.html import (
     DETAILED_SESSIONS,
@@ -22,9 +25,10 @@ from ..reports.html import (
     VerifyFindings,
     ranked_logs,
 )
+from ..reports.render import rows_frame
 from .columns import CACHE_RENAMED
 from .dataset import MANIFEST
-from .query import scan, totals
+from .query import calls, scan, totals
 
 
 def is_dataset(path: Path) -> bool:
@@ -32,22 +36,35 @@ def is_dataset(path: Path) -> bool:
     return path.is_dir() and (path / MANIFEST).is_file()
 
 
-def dataset_parts(root: Path) -> tuple[CacheReport, pl.DataFrame, VerifyFindings, dict[str, SessionOrigin]]:
+def read_sessions(root: Path) -> int:
+    """The session logs of the dataset at `root` cache-report could read (those a page may draw)."""
+    return int(scan(root, "logs").filter(pl.col("cacheBlock").is_not_null()).select(pl.len()).collect().item())
+
+
+def dataset_parts(root: Path, chosen: CallFilter | None = None
+                  ) -> tuple[CacheReport, pl.DataFrame, VerifyFindings, dict[str, SessionOrigin]]:
     """render_report's arguments from the dataset at `root`: the cache report (every log's row, the totals, the
     calls of the sessions drawn and every collapse), the drawn sessions' header changes, verify's findings (the
-    drawn sessions' first ones, every one counted) and each session's origin."""
+    drawn sessions' first ones, every one counted) and each session's origin; of the calls `chosen` keeps and the
+    logs that keep any, if given."""
     all_logs = scan(root, "logs").collect()
     read = all_logs.filter(pl.col("cacheBlock").is_not_null())
     logs = read.select([pl.col(CACHE_RENAMED.get(name, name)).alias(name) for name in LOG_COLUMNS])
     findings = scan(root, "findings")
+    kept_calls, kept = scan(root, "calls"), pl.lit(True)
+    if chosen:   # as one_walk.narrowed: the findings of the logs that keep any call, no other
+        kept_calls = calls(root, chosen).select(list(REQUEST_COLUMNS)).collect().lazy()
+        logs = _summed_again(logs, kept_calls.collect())
+        kept = pl.col("log").is_in(logs["log"].to_list())
+        read, findings = read.filter(kept), findings.filter(kept)
     tally = pl.concat([
         findings.group_by("log", "generation", "severity", "code").agg(count=pl.len().cast(pl.Int64)).collect(),
         all_logs.filter(pl.col("status") == "unreadable").select(
             "log", "generation", severity=pl.lit("error"), code=pl.lit("unreadable"), count=pl.lit(1, pl.Int64)),
-    ]).select(list(TALLY_COLUMNS))
+    ]).select(list(TALLY_COLUMNS)).filter(kept)
     drawn = ranked_logs(logs, tally).head(DETAILED_SESSIONS)["log"].to_list()
-    calls = (scan(root, "calls").filter(pl.col("log").is_in(drawn) | pl.col("collapse"))
-             .select(list(REQUEST_COLUMNS)).collect())
+    drawn_calls = (kept_calls.filter(pl.col("log").is_in(drawn) | pl.col("collapse"))
+                   .select(list(REQUEST_COLUMNS)).collect())
     headers = scan(root, "header_changes").filter(pl.col("log").is_in(drawn)).select(list(HEADER_COLUMNS)).collect()
     shown = (findings.filter(pl.col("log").is_in(drawn)).with_columns(rank=pl.int_range(pl.len()).over("log"))
              .filter(pl.col("rank") < FINDINGS_SHOWN).collect())
@@ -57,8 +74,16 @@ def dataset_parts(root: Path) -> tuple[CacheReport, pl.DataFrame, VerifyFindings
                              row["eventType"], bool(row["rejects"]), row["log"]).render()}
             for row in shown.iter_rows(named=True)]
     unread = all_logs.filter(pl.col("cacheBlock").is_null()).iter_rows(named=True)
-    report = CacheReport(calls, logs, totals(root),
+    report = CacheReport(drawn_calls, logs, totals(root, chosen),
                          unreadable=[Unreadable(row["log"], row["readError"] or row["cacheError"] or "")
                                      for row in unread])
     origins = {row["log"]: SessionOrigin(row["createdMs"], row["cwd"]) for row in read.iter_rows(named=True)}
     return report, headers, VerifyFindings(pl.DataFrame(rows, schema=FINDING_COLUMNS, orient="row"), tally), origins
+
+
+def _summed_again(logs: pl.DataFrame, kept: pl.DataFrame) -> pl.DataFrame:
+    """The per-log rows of the logs that keep any call, each summed over its kept calls (reports.filters)."""
+    parts = kept.partition_by("log", as_dict=True, maintain_order=True)
+    return rows_frame([log_summary(log["log"], log["generation"], log["sessionId"], parts[(log["log"],)])
+                       for log in logs.select("log", "generation", "sessionId").to_dicts() if (log["log"],) in parts],
+                      LOG_COLUMNS)
