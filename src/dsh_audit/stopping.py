@@ -64,9 +64,11 @@ def _stop(signum: int, frame: FrameType | None) -> None:
     for other in SIGNALS:   # already stopping: a second Ctrl-C must not interrupt the clean-up
         signal.signal(other, signal.SIG_IGN)
     threading.excepthook = _quiet
-    processes = sys.modules.get("multiprocessing")   # only a run that started workers has any
-    if processes is not None:
-        for child in processes.active_children():
+    # Only a run that started workers has any; a signal while multiprocessing is still being imported finds the
+    # module half made, without active_children (and no worker started yet).
+    active_children = getattr(sys.modules.get("multiprocessing"), "active_children", None)
+    if active_children is not None:
+        for child in active_children():
             with suppress(OSError, ValueError, AttributeError):
                 child.terminate()
     raise Stopped(signum)
