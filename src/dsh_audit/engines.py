@@ -13,7 +13,6 @@ worker after worker (Dask's allowed-failures), or a pool worker that dies, ends 
 
 from __future__ import annotations
 
-import logging
 import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sized
@@ -138,6 +137,8 @@ def _pool(unit: Callable[[T], R], items: Iterable[T], workers: int, size: int, s
 
 
 def _dask(unit: Callable[[T], R], items: Iterable[T], choice: EngineChoice) -> Iterator[R]:
+    import logging  # for Dask only: a local run never loads it (~2 ms)
+
     from distributed import Client
 
     logging.getLogger("distributed").setLevel(logging.CRITICAL)   # its log is for a cluster's operator
@@ -179,6 +180,8 @@ def local_cluster(workers: int) -> Any:
     workers listen on 127.0.0.1 only, and so does the scheduler's HTTP server (it has one, dashboard or not: on a
     port of its own, not 8787, which another cluster may hold); nothing is logged but a crash. Its workers are
     spawned, so each builds the fast path's decoders of the generations it meets, in parallel."""
+    import logging
+
     from distributed import LocalCluster
 
     return LocalCluster(  # type: ignore[no-untyped-call]

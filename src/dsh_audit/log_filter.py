@@ -13,7 +13,6 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .errors import DshAuditError
 from .header import is_placeholder
@@ -25,6 +24,8 @@ _UNITS = {"h": "hours", "d": "days", "w": "weeks"}
 
 def zone(name: str | None) -> tzinfo:
     """--timezone: an IANA name (Europe/Paris), else UTC; ValueError for a name that is none."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError  # only with --since/--until/--timezone (~2 ms)
+
     if name is None or name.upper() == "UTC":
         return ZoneInfo("UTC")
     try:
