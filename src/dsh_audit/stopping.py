@@ -64,9 +64,11 @@ def _stop(signum: int, frame: FrameType | None) -> None:
     for other in SIGNALS:   # already stopping: a second Ctrl-C must not interrupt the clean-up
         signal.signal(other, signal.SIG_IGN)
     threading.excepthook = _quiet
-    processes = sys.modules.get("multiprocessing")   # only a run that started workers has any
-    if processes is not None:
-        for child in processes.active_children():
+    # only a run that started workers has any; a signal may land while multiprocessing is still being imported,
+    # before it defines active_children (and before any worker could start)
+    children = getattr(sys.modules.get("multiprocessing"), "active_children", None)
+    if children is not None:
+        for child in children():
             with suppress(OSError, ValueError, AttributeError):
                 child.terminate()
     raise Stopped(signum)
