@@ -16,9 +16,10 @@ from __future__ import annotations
 import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sized
-from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar
+
+import msgspec
 
 from .errors import DshAuditError
 
@@ -35,8 +36,7 @@ CHUNK_UNSIZED = 16            # items per chunk when `items` does not say how ma
 DASK_EXTRA = "pip install 'dsh-audit[dask]'"
 
 
-@dataclass(frozen=True, slots=True)
-class EngineChoice:
+class EngineChoice(msgspec.Struct, frozen=True):
     """Which engine, how many workers (None: one per core of this machine), and for `dask` the address of a
     running scheduler (None: a LocalCluster of `jobs` workers on 127.0.0.1, for the run alone)."""
 
@@ -61,7 +61,10 @@ class EngineChoice:
         return self.jobs or os.cpu_count() or 1
 
 
-def map_units(unit: Callable[[T], R], items: Iterable[T], choice: EngineChoice = EngineChoice()) -> Iterator[R]:
+SERIAL = EngineChoice()   # the default: every unit in this process, one after another
+
+
+def map_units(unit: Callable[[T], R], items: Iterable[T], choice: EngineChoice = SERIAL) -> Iterator[R]:
     """`unit(item)` for every item, in the order of `items`, on the engine `choice` names."""
     if choice.engine == "dask":
         ready(choice)   # now, not at the first result

@@ -12,7 +12,6 @@ exists because generations.json lists it: adding one is a row there and its chan
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -22,8 +21,7 @@ from .codecache import generated
 from .vocabulary import GENERATOR_FILES, generations_document, known_versions, schema_at, schemas_digest, vocabulary
 
 
-@dataclass(frozen=True, slots=True)
-class Generation:
+class Generation(msgspec.Struct, frozen=True):
     version: int
     written_by: str
     packed_chunk_rows: bool        # v0/v1: text/reasoning/tool-call chunk runs packed into one row

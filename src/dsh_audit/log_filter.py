@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
+
+import msgspec
 
 from .errors import DshAuditError
 from .header import is_placeholder
@@ -64,8 +65,7 @@ def in_project(cwd: str | None, project: str) -> bool:
     return cwd is not None and (cwd == project or cwd.startswith(project.rstrip("/") + "/"))
 
 
-@dataclass(frozen=True, slots=True)
-class LogFilter:
+class LogFilter(msgspec.Struct, frozen=True):
     """The filters as epoch milliseconds ([since, until)), models and absolute project directories, with how each
     option was given (`since_text`...), which the reason a log is left out quotes."""
 
