@@ -23,7 +23,9 @@ SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
 # Runs with the copy as the schema root: the generations, the vocabulary, the derived rules, the fast path's
 # verdict and verify's report of a log written in the new generation.
 PROBE = """
-import dataclasses, json, sys
+import json, sys
+
+import msgspec
 from pathlib import Path
 
 import dsh_audit.vocabulary as vocabulary
@@ -38,7 +40,7 @@ log, new, old = Path(sys.argv[2]), generation(int(sys.argv[3])), generation(int(
 [report] = verify_path(log)
 print(json.dumps({
     "versions": [known.version for known in generations()],
-    "rules_differ": [field.name for field in dataclasses.fields(old)
+    "rules_differ": [field.name for field in msgspec.structs.fields(old)
                      if getattr(new, field.name) != getattr(old, field.name)],
     "same_vocabulary": vocabulary.vocabulary(new.version) == vocabulary.vocabulary(old.version),
     "fast_path": new.fast_path,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import marshal
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ from types import CodeType
 
 import pytest
 
-from dsh_audit import codecache
+from dsh_audit import codecache, vocabulary
 
 SOURCE = "class Row:\n    seq: int\n"
 
@@ -176,13 +177,14 @@ def test_a_planted_plan_is_never_followed_or_read(planted: str, tmp_path: Path,
 
 
 def test_the_fast_types_and_checks_are_generated_once_per_machine(tmp_path: Path) -> None:
-    """A second process with the same schemas and code generates neither the fast types nor the checks: it
-    loads their plans (and their compiled code) and decides the same."""
-    script = ("import sys\nfrom dsh_audit import fastcheck\nfrom dsh_audit.fastpath import types\n"
+    """A second process with the same schemas and code generates neither the fast types nor the checks, nor
+    reads a schema file: it loads their plans (and their compiled code) and decides the same."""
+    script = ("import sys\nfrom dsh_audit import fastcheck, vocabulary\nfrom dsh_audit.fastpath import types\n"
               ""
               "def refuse(*args):\n    raise SystemExit('generated again')\n"
               "if sys.argv[1] == 'again':\n"
               "    types._plan = refuse\n    fastcheck.SourceCompiler.plan = refuse\n"
+              "    vocabulary._read_schemas = refuse\n"
               "built = types.fast_types(0)\n"
               "print(len(built.events), len(built.messages), sorted(built.unsupported))\n")
     env = {**os.environ, codecache.CACHE_DIR: str(tmp_path)}
@@ -190,4 +192,31 @@ def test_the_fast_types_and_checks_are_generated_once_per_machine(tmp_path: Path
                            timeout=120, check=False) for when in ("first", "again")]
     assert [run.returncode for run in runs] == [0, 0], runs[1].stderr[-2000:]
     assert runs[0].stdout == runs[1].stdout
-    assert sorted(path.suffix for path in tmp_path.iterdir()) == [".code", ".code", ".plan"]
+    assert sorted(path.suffix for path in tmp_path.iterdir() if path.suffix == ".code") == [".code", ".code"]
+    assert sorted(marshal.loads(path.read_bytes())[0] for path in tmp_path.glob("*.plan")) == [
+        "fast types v0", "schema facts", "schemas digest"]
+
+
+def test_an_edited_schema_file_is_read_again_whatever_its_size_and_time(tmp_path: Path) -> None:
+    """The schemas' digest is kept under the files' names, sizes and times: an edit that keeps a file's size and
+    puts its modification time back still moves its change time, so the next run reads the schemas again."""
+    schemas = tmp_path / "schemas"
+    shutil.copytree(Path(vocabulary.__file__).parent / "schemas", schemas)
+    script = ("import sys\nfrom pathlib import Path\nfrom dsh_audit import vocabulary\n"
+              "vocabulary.schema_root = lambda: Path(sys.argv[1])\nprint(vocabulary.schemas_digest())\n")
+
+    def digest(cache: Path | str) -> str:
+        run = subprocess.run([sys.executable, "-c", script, str(schemas)], capture_output=True, text=True,
+                             env={**os.environ, codecache.CACHE_DIR: str(cache)}, timeout=120, check=True)
+        return run.stdout.strip()
+
+    before = digest(tmp_path / "cache")
+    assert digest(tmp_path / "cache") == before == digest("")
+    edited = schemas / "session-header.schema.json"
+    status = edited.stat()
+    text = edited.read_bytes()
+    at = text.index(b'"description": "') + len(b'"description": "')   # one letter of a description, swapped
+    edited.write_bytes(text[:at] + (b"Y" if text[at:at + 1] != b"Y" else b"Z") + text[at + 1:])
+    os.utime(edited, ns=(status.st_atime_ns, status.st_mtime_ns))
+    assert edited.stat().st_size == status.st_size
+    assert digest(tmp_path / "cache") == digest("") != before

@@ -5,7 +5,6 @@ registered once (dsh_audit.finding_codes), and the README lists the registry."""
 from __future__ import annotations
 
 import ast
-import dataclasses
 import json
 import os
 import subprocess
@@ -15,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from dsh_audit import checks, fastpath
@@ -371,7 +371,7 @@ def test_a_piped_mutation_is_reported_by_the_full_verifier_and_declined_by_the_f
     monkeypatch.setenv(fastpath.SWITCH, "0")
     [full] = verify_path(_piped(path, tmp_path, "full"))
     assert code in {finding.code for finding in full.findings}, [f.render() for f in full.findings]
-    unlabelled = [[dataclasses.replace(f, log=None) for f in report.findings] for report in (fast, full)]
+    unlabelled = [[msgspec.structs.replace(f, log=None) for f in report.findings] for report in (fast, full)]
     assert not fast.fast_path and unlabelled[0] == unlabelled[1]   # each pipe is a log of its own name
     [from_file] = verify_path(path)   # a file is read twice for the cut: no such finding
     assert code not in {finding.code for finding in from_file.findings}

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import marshal
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, Any, BinaryIO
@@ -27,7 +25,9 @@ class DigestSpool:
     """Appended to in dispatch order, read back as RequestDigest objects (once or more)."""
 
     def __init__(self) -> None:
-        self._file: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=SPILL_BYTES)   # noqa: SIM115 (owned)
+        # made at the first record: verify's table keeps no digest, so a run on a small log never loads tempfile
+        # (with random and shutil, ~3 ms of start-up)
+        self._file: IO[bytes] | None = None
         self._count = 0
         self._size = 0   # bytes written: beyond SPILL_BYTES, they are in the temporary file
         self.portable = False   # sent between processes as bytes, whatever their size (to another machine)
@@ -37,29 +37,42 @@ class DigestSpool:
                   digest.extends_previous, digest.causes)
         line = marshal.dumps(record)
         with _named_on_error(_SPOOLED):
-            self._file.write(line)
+            self._opened().write(line)
         self._count += 1
         self._size += len(line)
+
+    def _opened(self) -> IO[bytes]:
+        if self._file is None:
+            self._file = _spooled_file()
+        return self._file
 
     def __len__(self) -> int:
         return self._count
 
     def __iter__(self) -> Iterator[RequestDigest]:
-        self._file.seek(0)
+        file = self._file
+        if file is None:
+            return
+        file.seek(0)
         try:
             for _ in range(self._count):
-                yield RequestDigest(*marshal.load(self._file))
+                yield RequestDigest(*marshal.load(file))
         finally:
-            self._file.seek(0, os.SEEK_END)   # appends go on at the end
+            file.seek(0, os.SEEK_END)   # appends go on at the end
 
     # verify -j sends reports between processes. A spool still in memory travels as its bytes; one on disk as
     # the name of a copy the receiver opens and unlinks at once, so neither process holds the log's digests. A
     # portable one travels as bytes: a worker of a Dask cluster may be on another machine than its driver.
     def __getstate__(self) -> dict[str, Any]:
+        if self._file is None:
+            return {"bytes": b"", "count": 0, "size": 0}
         self._file.seek(0)
         try:
             if self._size <= SPILL_BYTES or self.portable:
                 return {"bytes": self._file.read(), "count": self._count, "size": self._size}
+            import shutil
+            import tempfile
+
             with _named_on_error(_SPOOLED):
                 copy = tempfile.NamedTemporaryFile(prefix="dsh-audit-digests-", delete=False)   # noqa: SIM115
                 try:
@@ -75,8 +88,9 @@ class DigestSpool:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._count, self._size = state["count"], state["size"]
         if "bytes" in state:
-            self._file = tempfile.SpooledTemporaryFile(max_size=SPILL_BYTES)   # noqa: SIM115 (owned)
-            self._file.write(state["bytes"])
+            self._file = None
+            if state["bytes"]:
+                self._opened().write(state["bytes"])
             return
         self._file = open(state["path"], "r+b")   # noqa: SIM115 (owned)
         os.unlink(state["path"])
@@ -94,7 +108,7 @@ class DigestLines:
     """A log's `rebuild --format digest` lines, appended in dispatch order and written out once."""
 
     def __init__(self) -> None:
-        self._file: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=SPILL_BYTES)   # noqa: SIM115 (owned)
+        self._file: IO[bytes] = _spooled_file()
         self._count = 0
 
     def append(self, request: Any) -> None:
@@ -115,6 +129,12 @@ class DigestLines:
             out.write(chunk)   # outside: a failed write to `out` is the output's error, not the spool's
 
 
+def _spooled_file() -> IO[bytes]:
+    import tempfile
+
+    return tempfile.SpooledTemporaryFile(max_size=SPILL_BYTES)
+
+
 _SPOOLED = "verify's request digests for --format json"
 _LINES = "rebuild's request digests"
 
@@ -125,4 +145,6 @@ def _named_on_error(what: str) -> Iterator[None]:
     try:
         yield
     except OSError as error:
+        import tempfile
+
         raise OSError(error.errno, error.strerror, f"{tempfile.gettempdir()} ({what})") from None

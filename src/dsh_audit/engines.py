@@ -13,13 +13,13 @@ worker after worker (Dask's allowed-failures), or a pool worker that dies, ends 
 
 from __future__ import annotations
 
-import logging
 import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sized
-from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar
+
+import msgspec
 
 from .errors import DshAuditError
 
@@ -36,8 +36,7 @@ CHUNK_UNSIZED = 16            # items per chunk when `items` does not say how ma
 DASK_EXTRA = "pip install 'dsh-audit[dask]'"
 
 
-@dataclass(frozen=True, slots=True)
-class EngineChoice:
+class EngineChoice(msgspec.Struct, frozen=True):
     """Which engine, how many workers (None: one per core of this machine), and for `dask` the address of a
     running scheduler (None: a LocalCluster of `jobs` workers on 127.0.0.1, for the run alone)."""
 
@@ -62,7 +61,10 @@ class EngineChoice:
         return self.jobs or os.cpu_count() or 1
 
 
-def map_units(unit: Callable[[T], R], items: Iterable[T], choice: EngineChoice = EngineChoice()) -> Iterator[R]:
+SERIAL = EngineChoice()   # the default: every unit in this process, one after another
+
+
+def map_units(unit: Callable[[T], R], items: Iterable[T], choice: EngineChoice = SERIAL) -> Iterator[R]:
     """`unit(item)` for every item, in the order of `items`, on the engine `choice` names."""
     if choice.engine == "dask":
         ready(choice)   # now, not at the first result
@@ -138,6 +140,8 @@ def _pool(unit: Callable[[T], R], items: Iterable[T], workers: int, size: int, s
 
 
 def _dask(unit: Callable[[T], R], items: Iterable[T], choice: EngineChoice) -> Iterator[R]:
+    import logging  # for Dask only: a local run never loads it (~2 ms)
+
     from distributed import Client
 
     logging.getLogger("distributed").setLevel(logging.CRITICAL)   # its log is for a cluster's operator
@@ -179,6 +183,8 @@ def local_cluster(workers: int) -> Any:
     workers listen on 127.0.0.1 only, and so does the scheduler's HTTP server (it has one, dashboard or not: on a
     port of its own, not 8787, which another cluster may hold); nothing is logged but a crash. Its workers are
     spawned, so each builds the fast path's decoders of the generations it meets, in parallel."""
+    import logging
+
     from distributed import LocalCluster
 
     return LocalCluster(  # type: ignore[no-untyped-call]

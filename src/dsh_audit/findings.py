@@ -5,16 +5,16 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
+
+import msgspec
 
 from .errors import DshAuditError
 from .finding_codes import CODES
 from .text import display
 
 
-@dataclass(frozen=True, slots=True)
-class Finding:
+class Finding(msgspec.Struct, frozen=True):
     code: str                  # stable kebab-case id registered in dsh_audit.finding_codes, e.g. "seq-gap"
     message: str
     severity: str = "error"    # "error" | "warning" (counts only under --strict) | "info" (never fails a log)
@@ -121,7 +121,7 @@ def allowing(patterns: Sequence[str]) -> Callable[[Finding], Finding]:
         match = next((p for p in patterns if fnmatchcase(finding.event_type, p)), None)
         if match is None:
             return finding
-        return replace(finding, severity="info", message=f"{finding.message} (allowed by {match!r})")
+        return msgspec.structs.replace(finding, severity="info", message=f"{finding.message} (allowed by {match!r})")
     return allow
 
 
@@ -168,5 +168,5 @@ def ignoring(codes: Mapping[str, str]) -> Callable[[Finding], Finding]:
         origin = codes.get(finding.code)
         if origin is None:
             return finding
-        return replace(finding, severity="info", message=f"{finding.message} (ignored by {origin})")
+        return msgspec.structs.replace(finding, severity="info", message=f"{finding.message} (ignored by {origin})")
     return ignore

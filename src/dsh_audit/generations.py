@@ -12,17 +12,16 @@ exists because generations.json lists it: adding one is a row there and its chan
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 import msgspec
 
-from .vocabulary import generations_document, schema_at, vocabulary
+from .codecache import generated
+from .vocabulary import GENERATOR_FILES, generations_document, known_versions, schema_at, schemas_digest, vocabulary
 
 
-@dataclass(frozen=True, slots=True)
-class Generation:
+class Generation(msgspec.Struct, frozen=True):
     version: int
     written_by: str
     packed_chunk_rows: bool        # v0/v1: text/reasoning/tool-call chunk runs packed into one row
@@ -67,6 +66,14 @@ def _derived(version: int) -> dict[str, Any]:
 
 
 @cache
+def _derived_facts() -> dict[int, dict[str, Any]]:
+    """_derived of every known generation, kept in the code cache under the schemas' digest (and this code's):
+    a run whose schemas are unchanged parses none of them to know how to read a log."""
+    return generated("generation facts", schemas_digest(), (__file__, *GENERATOR_FILES),
+                     lambda: {version: _derived(version) for version in known_versions()})
+
+
+@cache
 def generations() -> tuple[Generation, ...]:
     """Every known generation, oldest first."""
     return tuple(Generation(
@@ -75,7 +82,8 @@ def generations() -> tuple[Generation, ...]:
         fast_path=item["fastPath"], sqlite_store=item["sqliteStore"],
         descriptor_refused_by=item["migrationRefusals"].get("descriptorVersion"),
         ignorable_refused_by=item["migrationRefusals"].get("unknownIgnorable"),
-        early_surface_refused_by=item["migrationRefusals"].get("surfaceBeforeFirstStep"), **_derived(item["version"]))
+        early_surface_refused_by=item["migrationRefusals"].get("surfaceBeforeFirstStep"),
+        **_derived_facts()[item["version"]])
         for item in sorted(generations_document()["generations"], key=lambda item: item["version"]))
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import msgspec
 
 from .errors import DshAuditError
 from .header import is_placeholder
@@ -26,6 +26,8 @@ _UNITS = {"h": "hours", "d": "days", "w": "weeks"}
 
 def zone(name: str | None) -> tzinfo:
     """--timezone: an IANA name (Europe/Paris), else UTC; ValueError for a name that is none."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError  # only with --since/--until/--timezone (~2 ms)
+
     if name is None or name.upper() == "UTC":
         return ZoneInfo("UTC")
     try:
@@ -64,8 +66,7 @@ def in_project(cwd: str | None, project: str) -> bool:
     return cwd is not None and (cwd == project or cwd.startswith(project.rstrip("/") + "/"))
 
 
-@dataclass(frozen=True, slots=True)
-class LogFilter:
+class LogFilter(msgspec.Struct, frozen=True):
     """The filters as epoch milliseconds ([since, until)), models and absolute project directories, with how each
     option was given (`since_text`...), which the reason a log is left out quotes."""
 

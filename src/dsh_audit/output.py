@@ -22,7 +22,6 @@ import contextlib
 import os
 import stat
 import sys
-import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -277,6 +276,8 @@ def _write_through(path: Path, binary: bool, what: str, shown: str) -> Iterator[
 
 def _write_replacing(plan: _Plan, binary: bool, what: str, shown: str) -> Iterator[IO[str] | IO[bytes]]:
     """A temporary file beside the target, its mode set, written, synced and renamed over the target."""
+    import tempfile  # only for a file written: printing to stdout never loads it (~1 ms)
+
     assert plan.path is not None and plan.mode is not None
     final = plan.path
     temporary: str | None = None

@@ -6,7 +6,6 @@ import gc
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -254,8 +253,7 @@ def _verified(files: list[Found], found: Discovery, message_prefix: str, engine:
             yield from unit((path, found.found_in.get(path))) if path in here else next(mapped)
 
 
-@dataclass(frozen=True, slots=True)
-class VerifyUnit:
+class VerifyUnit(msgspec.Struct, frozen=True):
     """verify's unit of work, on any engine (dsh_audit.engines): a log's path and the folder a walk found it in
     (or None) -> its reports, an unreadable log a report with `read_error` set (verify_path). Picklable, so a
     Ray or Spark job can map it too (docs/fleet.md). `portable`: the reports' request digests travel as bytes,
@@ -264,7 +262,7 @@ class VerifyUnit:
     message_prefix: str = "legacy"
     keep_requests: bool = True
     allow_events: tuple[str, ...] = ()
-    ignore: Mapping[str, str] = field(default_factory=dict)
+    ignore: Mapping[str, str] = msgspec.field(default_factory=dict)
     portable: bool = False
     select: Select | None = None   # picklable: a LogFilter's bound `outside`
 

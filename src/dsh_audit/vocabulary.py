@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import cache
@@ -185,17 +186,55 @@ def _documents() -> dict[str, dict[str, Any]]:
     return _schemas()[0]
 
 
+@cache
 def schemas_digest() -> str:
-    """The sha256 of every schema file and generations.json, as read."""
-    return _schemas()[1]
+    """The sha256 of every schema file and generations.json, as read. Kept in the code cache under the files'
+    names, sizes, modification and change times, so a run whose schema files are untouched reads none of them
+    (a change time moves at every write to a file, and no one can set it back)."""
+    root = schema_root()
+    if not isinstance(root, Path):   # a zipped install: its members have no change time
+        return _schemas()[1]
+    try:
+        fingerprint = _fingerprint(root)
+    except OSError:
+        return _schemas()[1]
+    digest: str = generated("schemas digest", fingerprint, GENERATOR_FILES, lambda: _schemas()[1])
+    return digest
 
 
-def fast_checks(kind: str, roots: Mapping[str, dict[str, Any]]) -> dict[str, Check]:
-    """SourceCompiler's checks of `roots`, generated once per machine for these schemas (dsh_audit.codecache):
-    `kind` says which roots of which generation, the schemas' digest the rest."""
+def _fingerprint(root: Path) -> str:
+    """What changes whenever a file schemas_digest reads changes: its path, size, inode, mtime and ctime."""
+    lines = []
+    for path in sorted(str(entry) for entry in (root / "generations.json", *_schema_files(root))):
+        status = os.stat(path)
+        lines.append(f"{path}\0{status.st_size}\0{status.st_ino}\0{status.st_mtime_ns}\0{status.st_ctime_ns}")
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def fast_checks(kind: str, roots: Callable[[], Mapping[str, dict[str, Any]]]) -> dict[str, Check]:
+    """SourceCompiler's checks of `roots()`, generated once per machine for these schemas (dsh_audit.codecache):
+    `kind` says which roots of which generation, the schemas' digest the rest; `roots` is called, and the schema
+    files parsed, only when the cache does not hold them."""
     plan = generated(f"fastcheck {kind}", schemas_digest(), GENERATOR_FILES,
-                     lambda: SourceCompiler(_documents()).plan(roots))
+                     lambda: SourceCompiler(_documents()).plan(roots()))
     return load_checks(plan)
+
+
+@cache
+def _facts() -> dict[int, dict[str, Any]]:
+    """What every run asks of each generation's schemas, as plain data kept in the code cache under the schemas'
+    digest: a run whose schemas are unchanged parses none of them to know its vocabulary."""
+    return generated("schema facts", schemas_digest(), GENERATOR_FILES,
+                     lambda: {version: _facts_of(version) for version in known_versions()})
+
+
+def _facts_of(generation: int) -> dict[str, Any]:
+    words = _vocabulary(document for document in _generation_documents(generation) if "x-dsh-type" in document)
+    plain = {name: sorted(value) if isinstance(value, frozenset) else dict(value)
+             for name, value in msgspec.structs.asdict(words).items()}
+    _envelope, _header, packed_row, event_schemas = _roots(generation)
+    return {"vocabulary": plain, "has_packed_row": packed_row is not None,
+            "data_types": sorted(document["x-dsh-type"] for document in event_schemas)}
 
 
 @cache
@@ -250,7 +289,9 @@ def schema_at(generation: int, root: str, *keys: str) -> dict[str, Any] | None:
 @cache
 def vocabulary(generation: int) -> Vocabulary:
     """The event vocabulary of one log generation: the annotations only, no validator is compiled."""
-    return _vocabulary(document for document in _generation_documents(generation) if "x-dsh-type" in document)
+    fields: dict[str, Any] = {name: frozenset(value) if isinstance(value, list) else MappingProxyType(value)
+                              for name, value in _facts()[generation]["vocabulary"].items()}
+    return Vocabulary(**fields)
 
 
 def _roots(generation: int) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None, list[dict[str, Any]]]:
@@ -263,17 +304,22 @@ def _roots(generation: int) -> tuple[dict[str, Any], dict[str, Any], dict[str, A
         document for document in mine if "x-dsh-type" in document]
 
 
+def _all_roots(generation: int) -> dict[str, dict[str, Any]]:
+    envelope, header, packed_row, event_schemas = _roots(generation)
+    return {"envelope": envelope, "header": header, **({"packed_row": packed_row} if packed_row else {}),
+            **{document["x-dsh-type"]: document for document in event_schemas}}
+
+
 @cache
 def _compiled(generation: int) -> _Compiled:
-    envelope, header, packed_row, event_schemas = _roots(generation)
-    roots = {"envelope": envelope, "header": header, **({"packed_row": packed_row} if packed_row else {}),
-             **{document["x-dsh-type"]: document for document in event_schemas}}
-    fast = fast_checks(f"v{generation}", roots)   # a schema it cannot compile is checked by jsonschema alone
+    # a schema SourceCompiler cannot compile is checked by jsonschema alone
+    fast = fast_checks(f"v{generation}", lambda: _all_roots(generation))
     words = vocabulary(generation)
     valid_event = {kind: _event_check(fast["envelope"], fast[kind], kind in words.surface_types)
                    for kind in words.known_types if "envelope" in fast and kind in fast}
-    return _Compiled(vocabulary=words, has_packed_row=packed_row is not None,
-                     data_types=frozenset(document["x-dsh-type"] for document in event_schemas),
+    facts = _facts()[generation]
+    return _Compiled(vocabulary=words, has_packed_row=facts["has_packed_row"],
+                     data_types=frozenset(facts["data_types"]),
                      fast=MappingProxyType(fast), valid_event=MappingProxyType(valid_event))
 
 
@@ -418,8 +464,7 @@ def validate_header(header: dict[str, Any], generation: int) -> list[SchemaViola
 def _header_check(generation: int) -> Check | None:
     """The session header's fast check alone: verify's fast path checks the header, and its own types the
     events, so it need not compile every event schema's check (_compiled)."""
-    header = _roots(generation)[1]
-    return fast_checks(f"v{generation} header", {"header": header}).get("header")
+    return fast_checks(f"v{generation} header", lambda: {"header": _roots(generation)[1]}).get("header")
 
 
 def validate_packed_row(row: dict[str, Any], generation: int) -> list[SchemaViolation]:

@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from importlib import resources
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from ..engines import EngineChoice, map_units
 from ..errors import DshAuditError
@@ -120,7 +122,7 @@ def export(sources: Sequence[str | os.PathLike[str] | RemoteSource], root: Path,
     # forkserver: a pool worker forked from this process, whose Arrow and polars threads may hold their locks
     # while it writes, can deadlock. Tasks of at most EXPORT_CHUNK logs: the engine holds a few tasks' results per
     # worker, and a log's rows are its largest part.
-    choice = replace(engine or EngineChoice(), start_method="forkserver", chunk_cap=EXPORT_CHUNK)
+    choice = msgspec.structs.replace(engine or EngineChoice(), start_method="forkserver", chunk_cap=EXPORT_CHUNK)
     for exported in map_units(export_item, todo, choice):
         done(exported)
     summary.files = len(keys)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,6 +40,8 @@ def label_of(path: Path) -> str:
 def spool_root() -> Path:
     """The spool folder: $DSH_AUDIT_SPOOL_DIR, else the system's temporary folder. It must be an existing folder,
     not a link: the spool follows none."""
+    import tempfile  # for remote logs only: a local run never loads it (with random and shutil, ~3 ms)
+
     given = os.environ.get(SPOOL_DIR_ENV, "").strip()
     root = Path(given) if given else Path(tempfile.gettempdir())
     try:
@@ -73,6 +74,8 @@ def spooled(log: RemoteLog) -> Iterator[Path]:
     cap = spool_cap()
     if log.size is not None and log.size > cap:
         raise _too_large(log, f"the object ({describe(log.size)})", cap)
+    import tempfile
+
     folder = Path(tempfile.mkdtemp(prefix="dsh-audit-spool-", dir=spool_root()))   # 0700, made anew
     target = folder / (log.name if log.name not in ("", ".", "..") else "log")
     try:
