@@ -14,7 +14,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,14 @@ class Counted:
             yield item
 
 
+def finished_in_time(read: Callable[[], None]) -> None:
+    """`read` run in a thread that must end within WAIT seconds: a hung engine fails the test, not the suite."""
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(WAIT)
+    assert not reader.is_alive(), "the engine did not finish in time"
+
+
 def collected(choice: EngineChoice, items: list[int], unit: Any = doubled) -> list[tuple[int, int]]:
     """map_units' results, read in a thread that must end within WAIT seconds; what it raises, raised here."""
     results: list[tuple[int, int]] = []
@@ -75,10 +83,7 @@ def collected(choice: EngineChoice, items: list[int], unit: Any = doubled) -> li
         except Exception as error:
             raised.append(error)
 
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    reader.join(WAIT)
-    assert not reader.is_alive(), "the engine did not finish in time"
+    finished_in_time(read)
     if raised:
         raise raised[0]
     return results
@@ -135,10 +140,7 @@ def test_a_pool_worker_killed_mid_run_ends_the_run_in_one_line() -> None:
         except DshAuditError as error:
             raised.append(error)
 
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    reader.join(WAIT)
-    assert not reader.is_alive(), "the engine did not finish in time"
+    finished_in_time(read)
     [error] = raised
     assert str(error).startswith("a worker process died mid-run (killed, or out of memory?)")
 
@@ -176,10 +178,7 @@ def test_a_worker_killed_mid_run_loses_and_doubles_nothing(cluster: Any) -> None
             if len(results) == 40:   # mid-run: the rest is queued or running on both workers
                 os.kill(victim, signal.SIGKILL)
 
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    reader.join(WAIT)
-    assert not reader.is_alive(), "the engine did not finish in time"
+    finished_in_time(read)
     assert [value for value, _ in results] == [item * 2 for item in items]   # each exactly once, in order
     assert victim in {pid for _, pid in results[:40]}
     assert victim not in {pid for _, pid in results[len(results) // 2:]}   # its unfinished chunks were rerun

@@ -33,7 +33,7 @@ from dsh_audit.reports.filters import CallFilter
 from homebuilder import build_messy_home
 from test_fastpath import generate
 from test_filters_everywhere import build_timed_home
-from test_numbers import log_text, write_log
+from test_numbers import every_generation, log_text, write_log
 
 
 def run(*args: str) -> tuple[int, str, str]:
@@ -44,10 +44,7 @@ def run(*args: str) -> tuple[int, str, str]:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder of one built log of each known generation, a session folder each."""
-    root = tmp_path_factory.mktemp("built")
-    for known in generations():
-        write_log(root / f"v{known.version}", known.version, log_text(known.version, turns=3))
-    return root
+    return every_generation(tmp_path_factory.mktemp("built"), turns=3)
 
 
 @pytest.fixture(scope="module")

@@ -82,6 +82,13 @@ def write_log(folder: Path, version: int, text: str) -> Path:
     return path
 
 
+def every_generation(root: Path, turns: int) -> Path:
+    """`root` holding one log of `turns` turns of each known generation, a session folder each (vN)."""
+    for known in generations():
+        write_log(root / f"v{known.version}", known.version, log_text(known.version, turns=turns))
+    return root
+
+
 def bad_log(folder: Path, version: int, value: str) -> Path:
     """A log of `version` whose every inputTokens is `value` (a BAD_COUNTS key), as text."""
     return write_log(folder, version, log_text(version).replace(str(MARK), BAD_COUNTS[value][0]))

@@ -31,7 +31,7 @@ from dsh_audit.verify import verify_paths
 from homebuilder import build_messy_home
 from test_cache_report import write_jsonl
 from test_html_report import many_sessions, tiny_session
-from test_numbers import bad_log, log_text, write_log
+from test_numbers import bad_log, every_generation, log_text, write_log
 
 REPO = Path(__file__).resolve().parent.parent
 GENERATIONS = REPO / "tests" / "fixtures" / "generations"
@@ -69,10 +69,7 @@ def assert_same(once: PageParts, three: PageParts) -> None:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder of one built log of each known generation (test_numbers' one-turn log), a session folder each."""
-    root = tmp_path_factory.mktemp("built")
-    for known in generations():
-        write_log(root / f"v{known.version}", known.version, log_text(known.version, turns=2))
-    return root
+    return every_generation(tmp_path_factory.mktemp("built"), turns=2)
 
 
 def versions_below(folder: Path) -> set[int]:

@@ -132,6 +132,15 @@ VIEWS = {
 }
 
 
+
+def assert_snapshot(text: str, name: str) -> None:
+    """`text` is the snapshot `name` (DSH_AUDIT_WRITE_SNAPSHOTS=1 writes it anew)."""
+    snapshot = SNAPSHOTS / f"{name}.ansi"
+    if os.environ.get("DSH_AUDIT_WRITE_SNAPSHOTS"):
+        snapshot.parent.mkdir(parents=True, exist_ok=True)
+        snapshot.write_text(text, encoding="utf-8")
+    assert text == snapshot.read_text(encoding="utf-8"), f"{name} differs from {snapshot.name}"
+
 @pytest.mark.parametrize("columns", WIDTHS)
 @pytest.mark.parametrize("view", sorted(VIEWS))
 def test_each_view_fits_the_terminal_in_real_colour(view: str, columns: int, place: Path) -> None:
@@ -141,11 +150,7 @@ def test_each_view_fits_the_terminal_in_real_colour(view: str, columns: int, pla
     assert SGR.search(text), f"{view}: no colour on a terminal"
     assert_fits(text, columns)
     if columns == 80:
-        snapshot = SNAPSHOTS / f"{view}-80.ansi"
-        if os.environ.get("DSH_AUDIT_WRITE_SNAPSHOTS"):
-            snapshot.parent.mkdir(parents=True, exist_ok=True)
-            snapshot.write_text(text, encoding="utf-8")
-        assert text == snapshot.read_text(encoding="utf-8"), f"{view} differs from {snapshot.name}"
+        assert_snapshot(text, f"{view}-80")
 
 
 # Worst first: the views of a home whose sessions lost money to collapses, kept at 80 and 120 columns.
@@ -165,10 +170,7 @@ def test_ranked_views_open_with_the_worst(view: str, columns: int, place: Path) 
     plain = SGR.sub("", text).splitlines()
     first = 2 if view.startswith("cache-report") else 1   # after the heading and the table's titles
     assert plain[first].split()[0] == "e9c4d2b1"   # one naming rule in every view (reports.ranking.short_ids)
-    snapshot = SNAPSHOTS / f"{view}-{columns}.ansi"
-    if os.environ.get("DSH_AUDIT_WRITE_SNAPSHOTS"):
-        snapshot.write_text(text, encoding="utf-8")
-    assert text == snapshot.read_text(encoding="utf-8"), f"{view} differs from {snapshot.name}"
+    assert_snapshot(text, f"{view}-{columns}")
 
 
 # Filtered: cache-report counts the calls of the sessions run in /work/shop; verify lists each log it leaves out.
@@ -189,10 +191,7 @@ def test_filtered_views_say_what_they_leave_out(view: str, columns: int, place: 
         assert "shop-api" not in plain and "3 of 4 log(s) have no call the filters keep" in plain, plain
     else:
         assert plain.count("left out") == 4 and "3 log(s) left out by --project /work/shop" in plain, plain
-    snapshot = SNAPSHOTS / f"{view}-{columns}.ansi"
-    if os.environ.get("DSH_AUDIT_WRITE_SNAPSHOTS"):
-        snapshot.write_text(text, encoding="utf-8")
-    assert text == snapshot.read_text(encoding="utf-8"), f"{view} differs from {snapshot.name}"
+    assert_snapshot(text, f"{view}-{columns}")
 
 
 def test_a_rollup_view_ranks_the_projects_by_what_they_lost(place: Path) -> None:
@@ -202,10 +201,7 @@ def test_a_rollup_view_ranks_the_projects_by_what_they_lost(place: Path) -> None
     plain = SGR.sub("", text).splitlines()
     assert [line.split()[0] for line in plain[2:6]] == ["/work/billing", "/work/shop", "/work/docs",
                                                          "/work/shop-api"]
-    snapshot = SNAPSHOTS / "cache-report-by-project-80.ansi"
-    if os.environ.get("DSH_AUDIT_WRITE_SNAPSHOTS"):
-        snapshot.write_text(text, encoding="utf-8")
-    assert text == snapshot.read_text(encoding="utf-8"), f"differs from {snapshot.name}"
+    assert_snapshot(text, "cache-report-by-project-80")
 
 
 @pytest.mark.parametrize("columns", WIDTHS)
