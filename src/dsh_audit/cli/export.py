@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from pathlib import Path
 
 import click
@@ -20,6 +21,7 @@ from .options import (
     engine_options,
     format_option,
     remote_options,
+    this_terminal,
 )
 
 SCHEMA, SCHEMA_VERSION = "dsh-audit/export", 1
@@ -60,12 +62,14 @@ def export(logs: tuple[Path | str, ...], to: Path, jobs: int, engine: str, addre
         sys.stdout.write(json.dumps({"schema": SCHEMA, "version": SCHEMA_VERSION, **summary.as_json()}, indent=2,
                                     ensure_ascii=False) + "\n")
     else:
-        click.echo(printable(
-            f"exported to {summary.dataset}: {summary.files} log file(s), {summary.new} new, {summary.replaced} "
-            f"replaced, {summary.unchanged} unchanged, {summary.skipped} skipped (as recorded), "
-            f"{len(summary.unreadable)} unreadable ({summary.kept} of them kept from an earlier run); "
-            f"{summary.sessions} session(s) in the dataset; cache block "
-            f"{summary.cache_block} ({summary.cache_block_basis})"))
+        width = max(40, this_terminal().width)
+        for line in (f"exported to {summary.dataset}: {summary.files} log file(s), {summary.new} new, "
+                     f"{summary.replaced} replaced, {summary.unchanged} unchanged, {summary.skipped} skipped (as "
+                     f"recorded), {len(summary.unreadable)} unreadable ({summary.kept} of them kept from an "
+                     "earlier run)",
+                     f"{summary.sessions} session(s) in the dataset; cache block {summary.cache_block} "
+                     f"({summary.cache_block_basis})"):
+            click.echo(textwrap.fill(printable(line), width, subsequent_indent="  ", break_on_hyphens=False))
     for name, why in summary.unreadable:
         click.echo(printable(f"audit: {why}" if why.startswith(name) else f"audit: {name}: {why}"), err=True)
     return EXIT_UNREADABLE if summary.unreadable else EXIT_CLEAN
