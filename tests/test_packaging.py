@@ -115,6 +115,17 @@ def test_the_installed_wheel_runs_every_command_outside_the_checkout(installed: 
     assert cache.splitlines()[0].startswith("log,") and len(cache.splitlines()) > 1
     shipped_schema = json.loads(_run([audit, "schema", "verify"], cwd=tmp_path, env=env).stdout)   # package data
     assert shipped_schema["$id"].endswith("dsh-audit/verify/1")
+    dataset = tmp_path / "fleet"   # the fleet commands: export's process pool starts from the installed copy
+    exported = json.loads(_run([audit, "export", str(SAMPLE), "--to", str(dataset), "--json"], cwd=tmp_path,
+                               env=env).stdout)
+    assert (exported["new"], exported["unreadable"]) == (1, [])
+    totals = json.loads(_run([audit, "query", str(dataset), "--format", "json"], cwd=tmp_path, env=env).stdout)
+    logged = json.loads(_run([audit, "cache-report", "--rows", "totals", "--format", "json", str(SAMPLE)],
+                             cwd=tmp_path, env=env).stdout)
+    assert totals["rows"] == logged["rows"]
+    fleet_page = tmp_path / "fleet.html"
+    _run([audit, "report", str(dataset), "-o", str(fleet_page)], cwd=tmp_path, env=env)
+    assert fleet_page.read_text(encoding="utf-8").lstrip().lower().startswith("<!doctype html")
     for command in (["header-diff", str(SAMPLE)], ["explain", str(SAMPLE / "session.jsonl"), "1.2#1"],
                     ["golden", "--help"], ["sessions", "--root", str(SAMPLE.parent)]):
         _run([audit, *command], cwd=tmp_path, env=env)
