@@ -473,6 +473,12 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _descendants(pid: int) -> list[int]:
+    """Children and theirs: export's pool workers are forked by its forkserver, a child of the command."""
+    found = _children(pid)
+    return found + [grandchild for child in found for grandchild in _descendants(child)]
+
+
 def _alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -542,23 +548,30 @@ def test_a_signal_during_start_up_is_one_line_and_its_exit_code(number: int, cod
     assert (returncode, last + "\n") == (code, said) and all(line.startswith("wrote -") for line in before), err
 
 
+# verify's every way of being stopped, and export's by a terminal's Ctrl-C (its pool starts from a forkserver)
+WORKER_STOPS = [(command, how, engine) for command in ("verify", "export") for engine in ("local", "dask")
+                for how in ("the process", "its process group (a terminal's Ctrl-C)")
+                if command == "verify" or how != "the process"]
+
+
 @pytest.mark.parametrize(("number", "code", "said"), STOPS, ids=STOP_IDS)
-@pytest.mark.parametrize("how", ["the process", "its process group (a terminal's Ctrl-C)"])
-@pytest.mark.parametrize("engine", ["local", "dask"])   # a pool; a Dask cluster started for the run
-def test_a_signal_stops_verify_with_workers_within_2_seconds(number: int, code: int, said: str, how: str,
-                                                             engine: str, many_logs: Path) -> None:
+@pytest.mark.parametrize(("command", "how", "engine"), WORKER_STOPS, ids=[" ".join(case) for case in WORKER_STOPS])
+def test_a_signal_stops_a_run_with_workers_within_2_seconds(number: int, code: int, said: str, command: str,
+                                                            how: str, engine: str, many_logs: Path,
+                                                            tmp_path: Path) -> None:
+    """A terminal's Ctrl-C reaches every worker too, even one still importing its modules (engines: workers
+    leave SIGINT to the driver): one line, the exit code, and no worker left."""
     if engine == "dask":
         pytest.importorskip("distributed")
-        if how != "the process":   # docs/fleet.md: a worker still importing Dask takes a terminal's Ctrl-C itself
-            pytest.skip("the cluster's spawned workers are in the terminal's process group")
     group = how != "the process"
-    with running("verify", "-j", "2", "--engine", engine, many_logs, group=group) as child:
+    output = ["--to", str(tmp_path / "dataset")] if command == "export" else []
+    with running(command, "-j", "2", "--engine", engine, *output, many_logs, group=group) as child:
         deadline = time.monotonic() + (30 if CHILDREN_LISTED else 1.5)
         while len(_children(child.pid)) < 2 and time.monotonic() < deadline and child.poll() is None:
             time.sleep(0.05)
-        time.sleep(0.5)   # the workers are busy
-        workers = _children(child.pid)
-        assert child.poll() is None, "verify finished before it could be interrupted"
+        time.sleep(0.5)   # the workers are busy (or still importing, for export's)
+        workers = _descendants(child.pid)
+        assert child.poll() is None, f"{command} finished before it could be interrupted"
         sent = time.monotonic()
         if group:
             os.killpg(child.pid, number)

@@ -14,6 +14,8 @@ worker after worker (Dask's allowed-failures), or a pool worker that dies, ends 
 from __future__ import annotations
 
 import os
+import signal
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sized
 from itertools import islice
@@ -125,6 +127,8 @@ def _pool(unit: Callable[[T], R], items: Iterable[T], workers: int, size: int, s
     from concurrent.futures.process import BrokenProcessPool
 
     context = multiprocessing.get_context(start_method) if start_method else None
+    if start_method == "forkserver":
+        forkserver_deaf_to_ctrl_c()
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         def submit(chunk: list[T]) -> Future[list[R]]:
             return pool.submit(run_chunk, unit, chunk)
@@ -182,14 +186,40 @@ def local_cluster(workers: int) -> Any:
     """A cluster of `workers` processes of one thread each, for this run alone: the scheduler, the nannies and the
     workers listen on 127.0.0.1 only, and so does the scheduler's HTTP server (it has one, dashboard or not: on a
     port of its own, not 8787, which another cluster may hold); nothing is logged but a crash. Its workers are
-    spawned, so each builds the fast path's decoders of the generations it meets, in parallel."""
+    forked from a forkserver that ignores Ctrl-C (forkserver_deaf_to_ctrl_c), with Dask imported there once; a
+    worker Dask restarts after a crash is spawned, Dask's default."""
     import logging
 
+    from dask.config import set as configured
     from distributed import LocalCluster
+    from distributed.utils import get_mp_context
 
-    return LocalCluster(  # type: ignore[no-untyped-call]
-        n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0",
-        silence_logs=logging.CRITICAL)
+    with configured({"distributed.worker.multiprocessing-method": "forkserver"}):
+        # Dask's preload for the server: its workers are forked with Dask already imported
+        get_mp_context()  # type: ignore[no-untyped-call]
+        forkserver_deaf_to_ctrl_c()
+        return LocalCluster(  # type: ignore[no-untyped-call]
+            n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+            dashboard_address="127.0.0.1:0", silence_logs=logging.CRITICAL)
+
+
+def forkserver_deaf_to_ctrl_c() -> None:
+    """Start multiprocessing's forkserver (if it is not running) with SIGINT ignored, which it and every worker
+    forked from it keep: a terminal's Ctrl-C reaches the whole process group, and a worker still importing its
+    modules (the run's first seconds) would print a KeyboardInterrupt traceback. The driver alone takes it and
+    stops its workers (dsh_audit.stopping). An ignored signal is the one disposition that survives exec; a blocked
+    mask does not survive multiprocessing's spawn. A Ctrl-C typed in the few milliseconds the server takes to
+    start is lost."""
+    from multiprocessing import forkserver
+
+    if threading.current_thread() is not threading.main_thread():   # signals are the main thread's to set
+        forkserver.ensure_running()
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
 
 
 def _reachable(address: str) -> str:
