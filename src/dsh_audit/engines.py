@@ -186,17 +186,16 @@ def local_cluster(workers: int) -> Any:
     """A cluster of `workers` processes of one thread each, for this run alone: the scheduler, the nannies and the
     workers listen on 127.0.0.1 only, and so does the scheduler's HTTP server (it has one, dashboard or not: on a
     port of its own, not 8787, which another cluster may hold); nothing is logged but a crash. Its workers are
-    forked from a forkserver that ignores Ctrl-C (forkserver_deaf_to_ctrl_c), with Dask imported there once; a
-    worker Dask restarts after a crash is spawned, Dask's default."""
+    forked from a forkserver that ignores Ctrl-C (forkserver_deaf_to_ctrl_c); a worker Dask restarts after a crash
+    is spawned, Dask's default."""
     import logging
 
     from dask.config import set as configured
     from distributed import LocalCluster
-    from distributed.utils import get_mp_context
 
+    # Not Dask's own preload for the server (Dask and numpy, pandas… imported there once): its workers then took
+    # 0.3-1.7 s to stop, where these take 0.1
     with configured({"distributed.worker.multiprocessing-method": "forkserver"}):
-        # Dask's preload for the server: its workers are forked with Dask already imported
-        get_mp_context()  # type: ignore[no-untyped-call]
         forkserver_deaf_to_ctrl_c()
         return LocalCluster(  # type: ignore[no-untyped-call]
             n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
