@@ -208,6 +208,25 @@ def test_matches_one_shot_encode_around_added_tokens(a: str, b: str) -> None:
     assert token_ids(joined) == encode(joined)
 
 
+@cache
+def added_fragments() -> list[str]:
+    """The added tokens (of the 1,200 numbered ones, three), their halves and what follows their first `｜`, so
+    that joined they overlap (`<｜/table>｜` + `DSML｜`), nest and stop short."""
+    contents = sorted(token.content for token in reference().get_added_tokens_decoder().values())
+    numbered = [content for content in contents if any(character.isdigit() for character in content)]
+    return sorted({part for content in (*(set(contents) - set(numbered)), *numbered[:3])
+                   for part in (content, content[:len(content) // 2], content[len(content) // 2:],
+                                content[content.find("｜") + 1:])} | {"<", "｜", "x"})
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.integers(min_value=0), max_size=12))
+def test_matches_one_shot_encode_on_runs_of_added_tokens_and_their_halves(picks: list[int]) -> None:
+    fragments = added_fragments()
+    text = "".join(fragments[pick % len(fragments)] for pick in picks)
+    assert token_ids(text) == encode(text)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.text(alphabet=" \t\n\r.,(\"'a1中😀\x1c\u3000", max_size=30))
 def test_matches_one_shot_encode_on_whitespace_and_punctuation_runs(text: str) -> None:
