@@ -13,7 +13,7 @@ pieces. The result equals a one-shot `encode` of the whole text (checked by test
 Loading the file into HF `tokenizers` costs 0.25–0.35 s of CPU (its 128,000 tokens and 127,741 merges), more than
 a cache-report run on a 100 MB log spends tokenizing. So a piece is cut into pre-tokens by HF's own pre-tokenizer
 (built from the file's pre-tokenizer alone, in under a millisecond), and each pre-token is merged here, as HF's
-BPE model merges it, from a table of the merges kept in the code cache (dsh_audit.codecache; 0.04 s to read).
+BPE model merges it, from a table of the merges kept in the code cache (dsh_audit.codecache; about 0.03 s to read).
 Python merges a long pre-token about ten times slower than HF, so after PYTHON_MERGE_BUDGET characters of
 pre-tokens not seen before, HF's model is loaded and merges the rest. Nothing is loaded at import time.
 """
