@@ -14,8 +14,8 @@ Loading the file into HF `tokenizers` costs 0.25–0.35 s of CPU (its 128,000 to
 a cache-report run on a 100 MB log spends tokenizing. So a piece is cut into pre-tokens by HF's own pre-tokenizer
 (built from the file's pre-tokenizer alone, in under a millisecond), and each pre-token is merged here, as HF's
 BPE model merges it, from a table of the merges kept in the code cache (dsh_audit.codecache; about 0.03 s to read).
-Python merges a long pre-token about ten times slower than HF, so after PYTHON_MERGE_BUDGET characters of
-pre-tokens not seen before, HF's model is loaded and merges the rest. Nothing is loaded at import time.
+Python merges three to eight times slower than HF, so after PYTHON_MERGE_BUDGET characters of pre-tokens not
+seen before, HF's model is loaded and merges the rest. Nothing is loaded at import time.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
 PIECE_CACHE_SIZE = 65_536
-PYTHON_MERGE_BUDGET = 250_000   # characters: about 0.1 s of merging in Python on text, 0.9 s on one long word
+PYTHON_MERGE_BUDGET = 250_000   # characters: about 0.4 s of merging in Python on text, 0.6 s on long words
 
 
 def tokenizer_json_path() -> Path:
@@ -53,7 +53,8 @@ def tokenizer_json_path() -> Path:
 
 @cache
 def tokenizer() -> Tokenizer:
-    """DeepSeek's tokenizer.json loaded by HF `tokenizers`, from the local file (never the hub)."""
+    """DeepSeek's tokenizer.json loaded by HF `tokenizers`, from the local file (never the hub): its model merges
+    the pre-tokens that come after PYTHON_MERGE_BUDGET."""
     from tokenizers import Tokenizer
 
     return Tokenizer.from_file(str(tokenizer_json_path()))
