@@ -586,4 +586,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    # the commands measured read their compiled bytecode as an installed dsh-audit does: a shell that sets
+    # PYTHONDONTWRITEBYTECODE would have every run compile every module it imports again
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     sys.exit(main())
