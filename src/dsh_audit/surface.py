@@ -15,7 +15,6 @@ from typing import Any
 from .jsjson import dumps_bytes
 from .rules import (
     empty_sources_problem,
-    extends,
     head_append_problem,
     head_rewrite_problem,
     later_source_problem,
@@ -109,13 +108,9 @@ class Surface:
         self._next_key = 0
         self._pinned = False
 
-    def extends(self, count: int) -> bool:
-        """Whether the first `count` visible messages are still those they were at the last `settled()`: a
-        replace of only what came after them (a tool result rewritten before it was ever sent) extends them."""
-        return extends(len(self.visible), self.changed_from, count)
-
     def settled(self) -> None:
-        """A request was sent: `extends` now asks about the messages it holds."""
+        """A request was sent: `changed_from` now says which of the messages it holds a replace changed (a
+        replace of only what came after them, a tool result rewritten before it was ever sent, changes none)."""
         self.changed_from = None
 
     def pinned_visible(self) -> list[bytes]:

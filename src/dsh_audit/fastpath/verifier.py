@@ -28,9 +28,18 @@ import orjson
 
 from .. import rules
 from ..digest_spool import DigestLines, DigestSpool
-from ..fold import Cause, RebuiltRequest, RequestParts, RunningDigest, end_seed_cause, header_causes, replace_cause
+from ..fold import (
+    Cause,
+    Dispatches,
+    RebuiltRequest,
+    RequestParts,
+    RunningDigest,
+    end_seed_cause,
+    header_causes,
+    replace_cause,
+)
 from ..generations import Generation
-from ..header import HeaderSnapshot, same_prompt, snapshot, system_text
+from ..header import HeaderSnapshot, snapshot, system_text
 from ..jsjson import dumps_bytes
 from ..model_calls import Call, StoredMessage, other_call
 from ..readers import packed
@@ -193,15 +202,11 @@ class FastVerifier:
         self.stringified = keep_requests or model_calls or digest_lines
         self.requests = DigestSpool()   # their digests, when kept (verify --format json)
         self.lines = DigestLines() if digest_lines else None   # rebuild --format digest's lines, as printed
-        self.request_count = 0
         # the fold
         self.header: HeaderSnapshot | None = None
         self.open_attempt: tuple[int, int] | None = None
-        self.attempts: dict[tuple[int, int], int] = {}
+        self.dispatches = Dispatches()
         self.current: _Request | RebuiltRequest | None = None
-        self.pending_causes: list[Cause] = []
-        self.previous_header: HeaderSnapshot | None = None
-        self.previous_count = 0
         self.changed_from: int | None = None   # the lowest visible index a replace changed since the last request
         self._running = RunningDigest()
         # the surface
@@ -243,6 +248,10 @@ class FastVerifier:
         self.parent_id = parent if isinstance(parent, str) else None
         self.table = self._handlers()
         self.packed_classes = tuple(cls for cls, handler in self.table.items() if handler is None)
+
+    @property
+    def request_count(self) -> int:
+        return self.dispatches.count
 
     # -- the loop ------------------------------------------------------------------------------------------
     def _handlers(self) -> dict[type, Any]:
@@ -355,8 +364,12 @@ class FastVerifier:
             self._close()   # the attempt still open, as the fold hands it out at the end
         if check_newline and not self.last_line.endswith(b"\n"):
             raise Doubt("unterminated final line")
-        if self.events == 0 or self.turn is not None or self.calls:
-            raise Doubt("empty log, open turn or unanswered tool calls")
+        if self.events == 0:
+            raise Doubt("empty log")
+        if self.calls:
+            raise Doubt(rules.unanswered_call_problem(next(iter(self.calls)), self.turn is not None))
+        if problem := rules.open_turn_problem(self.turn):
+            raise Doubt(problem)
         return self.requests
 
     def _depth_check(self, line: bytes) -> None:
@@ -422,7 +435,7 @@ class FastVerifier:
 
     def _turn_start(self, event: Any, seq: int, line: bytes) -> None:
         self._close()
-        self.attempts.clear()
+        self.dispatches.step_started()
         if problem := rules.turn_start_problem(self.turn):
             raise Doubt(problem)
         self.turn, self.step = event.data.turn, None
@@ -438,7 +451,7 @@ class FastVerifier:
 
     def _step_start(self, event: Any, seq: int, line: bytes) -> None:
         self._close()
-        self.attempts.clear()
+        self.dispatches.step_started()
         data = event.data
         if problem := rules.step_start_turn_problem(data.turn, self.turn) or rules.step_start_step_problem(self.step):
             raise Doubt(problem)
@@ -489,7 +502,7 @@ class FastVerifier:
         new = snapshot(seq, data, system=self.header_system, prefix=self.generation.message_prefix)
         if new.message_prefix is not None and new.message_prefix != []:
             raise Doubt("header messagePrefix")
-        self.pending_causes += header_causes(self.header, new, seq)
+        self.dispatches.causes += header_causes(self.header, new, seq)
         self.header = new
 
     def _request_context(self, event: Any, seq: int, line: bytes) -> None:
@@ -497,7 +510,7 @@ class FastVerifier:
             self.pre_dispatch, self.pending_kind = seq, "request/context"
 
     def _end_seed(self, event: Any, seq: int, line: bytes) -> None:
-        self.pending_causes.append(end_seed_cause(seq))
+        self.dispatches.causes.append(end_seed_cause(seq))
         self.instance_anchored = False
         if self.generation.seed_cut == "inherited-end-seed" and getattr(event.data, "inherited", None) is True:
             raise Doubt("inherited end-seed marker")
@@ -575,7 +588,7 @@ class FastVerifier:
         if self.settles:
             stream = data.stream
             self._dispatch(key, seq, "settlement", "assistant/message", event.time, traced=bool(stream))
-        elif self.current is None and key not in self.attempts:
+        elif self.current is None and self.dispatches.chunkless(key):
             self._dispatch(key, seq, "first-response-event", "assistant/message", event.time)
         self._apply(event, seq, "assistant/message", _projected("assistant/message", message, stored), line)
         if self.model_calls is not None:
@@ -586,9 +599,11 @@ class FastVerifier:
             raise Doubt(rules.late_problem(*self.late, self.generation.dispatch))
         self.attempt_open = False
         self.pre_dispatch = None
+        generation = self.generation
+        if problem := rules.assistant_sources_problem(generation.assistant_sources,
+                                                      event.sourceEventSeqs is not UNSET, generation.label):
+            raise Doubt(problem)
         if self.settles:
-            if event.sourceEventSeqs is not UNSET:
-                raise Doubt("assistant/message provenance")
             self._stream_blocks(stream)
         declared = self.declared_tools
         tool_calls = self.tool_call_classes
@@ -726,7 +741,7 @@ class FastVerifier:
             self.tool_lines.pop(node, None)
         self.surface_generation += 1
         self.visible = [m for m in (self.messages[node] for node in nodes) if m is not None]
-        self.pending_causes.append(replace_cause(kind, seq, shadowed))
+        self.dispatches.causes.append(replace_cause(kind, seq, shadowed))
 
     # -- dispatch (dsh_audit.fold.RequestFold._dispatch, _digest, _attribute) -----------------------------------
     def _dispatch(self, step: tuple[int, int], seq: int, bound: str, kind: str, time: Any, *,
@@ -737,8 +752,7 @@ class FastVerifier:
             raise Doubt("no header in force")
         if header.placeholders:
             raise Doubt("placeholder header")
-        attempt = self.attempts.get(step, 0) + 1
-        self.attempts[step] = attempt
+        attempt = self.dispatches.number(step)
         inherited = self.seed_cut is not None and seq < self.seed_cut
         request: _Request | RebuiltRequest
         if self.model_calls is None:
@@ -747,24 +761,16 @@ class FastVerifier:
             request = self._rebuilt(header, step, attempt, seq, bound, kind, time, inherited)
         if self.digests:
             request.sha256 = self._digest(header)
-        causes, self.pending_causes = self.pending_causes, []
-        first = self.request_count == 0
-        previous = self.previous_header
-        same_header = same_prompt(header, previous)
-        request.extends_previous = (not first and same_header
-                                    and rules.extends(len(self.visible), self.changed_from, self.previous_count))
-        request.causes = causes
-        if problem := rules.prefix_break_problem(first, request.extends_previous, causes):
+        request.extends_previous, request.causes, problem = self.dispatches.attribute(
+            header, len(self.visible), self.changed_from)
+        if problem is not None:
             raise Doubt(problem)
         if self.lines is not None:
             self.lines.append(request)
         elif self.keep_requests and self.model_calls is None:   # its digest is complete: kept as it is
             self.requests.append(RequestDigest.of(request))
-        self.previous_header = header
-        self.previous_count = len(self.visible)
         self.changed_from = None
         self.current = request
-        self.request_count += 1
 
     def _digest(self, header: HeaderSnapshot) -> str:
         return self._running.digest(header, _NO_PREFIX, self.surface_generation, self.visible)
