@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from dsh_audit import rules
-from dsh_audit.fold import Dispatches, end_seed_cause, header_causes
+from dsh_audit.fold import Dispatches, end_seed_cause, header_causes, priced_usage
 from dsh_audit.generations import Generation, generations
 from dsh_audit.header import HeaderSnapshot, snapshot
 from dsh_audit.vocabulary import vocabulary
@@ -74,3 +74,9 @@ def test_the_end_of_a_log_is_worded_once() -> None:
     assert rules.unanswered_call_problem("c1", True).startswith("tool call 'c1' has no tool/result (the turn is "
                                                                  "still open")
 
+
+def test_a_request_is_priced_with_the_usage_its_generation_puts_first() -> None:
+    logged, streamed = {"input": 1}, {"input": 2}
+    assert priced_usage(True, logged, streamed) is logged and priced_usage(True, None, streamed) is streamed
+    assert priced_usage(False, logged, streamed) is streamed and priced_usage(False, logged, None) is logged
+    assert priced_usage(True, None, None) is None and priced_usage(False, None, None) is None

@@ -142,6 +142,14 @@ def end_seed_cause(seq: int) -> Cause:
     return Cause("end-seed", seq, "resume/fork boundary (session/end-seed)")
 
 
+def priced_usage(settles: bool, logged: Any, streamed: Any) -> Any:
+    """The usage a request is priced with (None: none logged), in both engines (cache-report's calls): v2 on, its
+    settlement's own `data.usage`, else the last usage chunk of its embedded stream; v0/v1, the last usage chunk
+    of its attempt, else the usage of the assistant/message that closes it."""
+    first, second = (logged, streamed) if settles else (streamed, logged)
+    return first if first is not None else second
+
+
 class Dispatches:
     """The dispatch state both engines keep, this fold and the fast verifier (fastpath.verifier) alike: attempts
     numbered within the open step, the causes logged since the last request, and what the next request is
@@ -189,6 +197,12 @@ class Dispatches:
         self.previous_header, self.previous_count = header, visible_count
         self.count += 1
         return extends_previous, causes, prefix_break_problem(first, extends_previous, causes)
+
+
+def _usage(data: Any) -> dict[str, Any] | None:
+    """An event's logged `data.usage`, when it is an object."""
+    usage = data.get("usage") if isinstance(data, dict) else None
+    return usage if isinstance(usage, dict) else None
 
 
 class RunningDigest:
@@ -323,13 +337,11 @@ class RequestFold:
             self._dispatch(step, seq, "settlement", line, traced=bool(stream), event_type=event["type"],
                            time=event.get("time"))
         if self.current is not None:
-            usage = data.get("usage") if isinstance(data, dict) else None
             for record in stream if isinstance(stream, list) else ():
                 chunk = record.get("chunk") if isinstance(record, dict) and record.get("type") == "chunk" else None
                 if isinstance(chunk, dict):
-                    self._observe_chunk_body(chunk, usage_known=isinstance(usage, dict))
-            if isinstance(usage, dict):
-                self.current.usage = usage
+                    self._observe_chunk_body(chunk)
+            self.current.usage = priced_usage(True, _usage(data), self.current.usage)
         if event["type"] == "assistant/message":
             self._apply_surface(event, seq)
         return self._close_attempt()
@@ -340,10 +352,8 @@ class RequestFold:
         if self.current is None and step is not None and self.dispatches.chunkless(step):
             self._dispatch(step, seq, "first-response-event", line, event_type="assistant/message",
                            time=event.get("time"))
-        if self.current is not None and self.current.usage is None:
-            data = event.get("data")
-            usage = data.get("usage") if isinstance(data, dict) else None
-            self.current.usage = usage if isinstance(usage, dict) else None
+        if self.current is not None:
+            self.current.usage = priced_usage(False, _usage(event.get("data")), self.current.usage)
         self._apply_surface(event, seq)
         return self._close_attempt()
 
@@ -393,9 +403,9 @@ class RequestFold:
         if isinstance(chunk, dict) and self.current is not None:
             self._observe_chunk_body(chunk)
 
-    def _observe_chunk_body(self, chunk: dict[str, Any], *, usage_known: bool = False) -> None:
+    def _observe_chunk_body(self, chunk: dict[str, Any]) -> None:
         assert self.current is not None
-        if chunk.get("type") == "usage" and isinstance(chunk.get("usage"), dict) and not usage_known:
+        if chunk.get("type") == "usage" and isinstance(chunk.get("usage"), dict):
             self.current.usage = chunk["usage"]
         elif chunk.get("type") == "finish":
             reason = chunk.get("reason")

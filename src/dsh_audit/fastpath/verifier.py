@@ -36,6 +36,7 @@ from ..fold import (
     RunningDigest,
     end_seed_cause,
     header_causes,
+    priced_usage,
     replace_cause,
 )
 from ..generations import Generation
@@ -807,19 +808,21 @@ class FastVerifier:
                 other.inherited = self.seed_cut is not None and seq < self.seed_cut
                 self.model_calls.append(other)
             return
-        usage = getattr(data, "usage", UNSET)
+        logged = getattr(data, "usage", None)
+        logged = None if logged is UNSET else logged
         if self.settles:
             streamed, current.finish = self._stream_usage(data.stream)
-            if usage is UNSET:
-                usage = streamed
-        if current.usage is None and usage is not UNSET:
+        else:
+            streamed = current.usage   # its chunks' last, kept plain already
+        usage = priced_usage(self.settles, logged, streamed)
+        if usage is not None and usage is not current.usage:
             current.usage = msgspec.to_builtins(usage)
         self.model_calls.append((current, answer))
         self.current = None
 
     def _stream_usage(self, stream: Any) -> tuple[Any, str | None]:
-        """v2 on: the last usage and the last finish reason of an embedded stream (UNSET, None: none)."""
-        usage, finish = UNSET, None
+        """v2 on: the last usage and the last finish reason of an embedded stream (None: none)."""
+        usage, finish = None, None
         for record in stream:
             if self.tag(type(record)) == "chunk":
                 kind = self.tag(type(record.chunk))
