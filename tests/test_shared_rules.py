@@ -4,12 +4,17 @@ calls)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import orjson
 import pytest
 
 from dsh_audit import rules
 from dsh_audit.fold import Dispatches, end_seed_cause, header_causes, priced_usage
 from dsh_audit.generations import Generation, generations
 from dsh_audit.header import HeaderSnapshot, snapshot
+from dsh_audit.jsjson import dumps_bytes
+from dsh_audit.surface import Surface, SurfaceError, derive_message
 from dsh_audit.vocabulary import vocabulary
 
 
@@ -80,3 +85,49 @@ def test_a_request_is_priced_with_the_usage_its_generation_puts_first() -> None:
     assert priced_usage(True, logged, streamed) is logged and priced_usage(True, None, streamed) is streamed
     assert priced_usage(False, logged, streamed) is streamed and priced_usage(False, logged, None) is logged
     assert priced_usage(True, None, None) is None and priced_usage(False, None, None) is None
+
+
+def _tool_event(seq: int, content: str, **envelope: Any) -> dict[str, Any]:
+    message = {"role": "tool", "toolCallId": "c1", "content": content, "source": {"callId": "c1"}}
+    return {"type": "tool/result", "seq": seq, "data": {"turn": 1, "step": 1, "message": message}, **envelope}
+
+
+def test_both_engines_surfaces_are_one_whether_fed_parsed_events_or_what_the_fast_path_holds() -> None:
+    """The full verifier's append/replace and the fast path's push/splice (stored bytes, a tool/result's line
+    read only to check a rewrite) leave the same nodes, messages, head and changed index, and refuse alike."""
+    events = [
+        {"type": "system/message", "seq": 0, "data": {"message": {"role": "system", "content": "be brief"}}},
+        {"type": "user/message", "seq": 1, "data": {"role": "user", "content": "hi"}},
+        _tool_event(2, "ok"),
+        {"type": "user/message", "seq": 3, "data": {"role": "user", "content": "more"}},
+        _tool_event(4, "shorter", surfaceOp={"op": "replace", "startSeq": 2, "endSeq": 2}, sourceEventSeqs=[2]),
+    ]
+    full = Surface(protect_head=True)
+    fast = Surface(protect_head=True, tool_data=lambda line: orjson.loads(line)["data"])
+    for event in events:
+        seq, op = event["seq"], event.get("surfaceOp")
+        message = derive_message(event)
+        stored = None if message is None else dumps_bytes(message)
+        line = orjson.dumps(event)
+        if op is None:
+            full.append(seq, event)
+            fast.push(seq, event["type"], stored, line)
+        else:
+            assert full.replace(seq, event, op) == fast.splice(seq, event["type"], op["startSeq"], op["endSeq"],
+                                                               lambda shadowed: None, stored, line) == [2]
+    for surface in (full, fast):
+        assert surface.nodes == [0, 1, 4, 3] and surface.head_is_system and surface.generation == 1
+        assert surface.changed_from == 2 and list(surface.tool_results) == [4]
+    assert full.visible == fast.visible
+    edited = _tool_event(5, "x", surfaceOp={"op": "replace", "startSeq": 4, "endSeq": 4}, sourceEventSeqs=[4])
+    edited["data"]["step"] = 2   # a rewrite may change only the content
+    with pytest.raises(SurfaceError, match="may change only content") as refused:
+        full.replace(5, edited, edited["surfaceOp"])
+    with pytest.raises(SurfaceError, match="may change only content"):
+        fast.splice(5, "tool/result", 4, 4, lambda shadowed: None, b"{}", orjson.dumps(edited))
+    assert refused.value.code == "surface-provenance"
+    headless = Surface(protect_head=True)
+    headless.push(0, "user/message", b"{}")
+    with pytest.raises(SurfaceError) as late:
+        headless.push(1, "system/message", b"{}")
+    assert late.value.code == "system-head" and str(late.value) == rules.head_append_problem(False)

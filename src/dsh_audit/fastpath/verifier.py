@@ -1,9 +1,10 @@
 """The fast verifier: decide, in one pass, that a log has no finding at all, and compute its request digests.
 
 Each line is decoded by its type's generated decoder (dsh_audit.fastpath.types: schema, envelope and surface rules
-checked in C while parsing), then one loop keeps the state of the request fold (dsh_audit.fold), the surface
-(dsh_audit.surface), the structural checks (dsh_audit.structure), admission (dsh_audit.admission) and the migration
-notes (dsh_audit.successors) for the shapes it covers. It never words a finding: wherever the full verifier would
+checked in C while parsing), then one loop keeps the state of the request fold (dsh_audit.fold, whose dispatch state,
+fold.Dispatches, and surface, surface.Surface, it holds as the fold does), the structural checks
+(dsh_audit.structure), admission (dsh_audit.admission) and the migration notes (dsh_audit.successors) for the shapes
+it covers, and asks the rules they ask (dsh_audit.rules). It never words a finding: wherever the full verifier would
 report anything (an error, a warning or a note), or a shape is not covered, it raises Doubt and the caller runs the
 full verifier. Being stricter than the full verifier is always allowed; being more lenient never is.
 
@@ -48,7 +49,7 @@ from ..readers.jsonvalue import deeper_than, parse_json
 from ..readers.packed import over_member_cap
 from ..records import RequestDigest
 from ..shape import header_problem
-from ..surface import EMPTY_PROJECTS_NOTHING
+from ..surface import EMPTY_PROJECTS_NOTHING, Surface, SurfaceError
 from .lines import Doubt
 from .types import FLAGS, FastTypes, MessageType, fast_types, seq_run
 
@@ -156,7 +157,11 @@ def _projected(kind: str, message: Any, stored: Any) -> Any:
     return None if kind in EMPTY_PROJECTS_NOTHING and not message.content else stored
 
 
-REPLACE_WORK_PER_EVENT, REPLACE_WORK_FLOOR = 64, 1_000_000
+
+def _tool_data(line: bytes) -> Any:
+    """A tool/result's data, from the line the surface keeps for it (parsed only when a rewrite is checked)."""
+    return orjson.loads(line)["data"]
+
 
 
 class _Request:
@@ -208,16 +213,9 @@ class FastVerifier:
         self.open_attempt: tuple[int, int] | None = None
         self.dispatches = Dispatches()
         self.current: _Request | RebuiltRequest | None = None
-        self.changed_from: int | None = None   # the lowest visible index a replace changed since the last request
         self._running = RunningDigest()
         # the surface
-        self.nodes: list[int] = []
-        self.messages: dict[int, Any] = {}         # node -> its message's bytes (bytes or msgspec.Raw), or None
-        self.tool_lines: dict[int, bytes] = {}     # live tool/result node -> its stored line (rewrite checks)
-        self.surface_generation = 0
-        self.replace_work = 0                      # nodes scanned by replaces so far
-        self.visible: list[Any] = []
-        self.head_is_system = False
+        self.surface = Surface(protect_head=self.protect_head, tool_data=_tool_data)
         # the structural checks
         self.turn: int | None = None
         self.step: int | None = None
@@ -685,64 +683,24 @@ class FastVerifier:
                 facts = seq_run(sources)
                 if problem := rules.later_source_problem(sources, facts[1], seq):
                     raise Doubt(problem)
-        if op == "append":
-            if self.protect_head:
-                system = kind == "system/message"
-                if not self.nodes:
-                    self.head_is_system = system
-                elif system and (problem := rules.head_append_problem(self.head_is_system)):
-                    raise Doubt(problem)
-            self.nodes.append(seq)
-            self.messages[seq] = message
-            if kind == "tool/result":
-                self.tool_lines[seq] = line
-            if message is not None:
-                self.visible.append(message)
-            return
-        start, end = getattr(op, self.start_key), getattr(op, self.end_key)
-        nodes = self.nodes
-        # This surface finds and rebuilds in O(surface) per replace; dsh_audit.surface is linear overall. Past a
-        # budget proportional to the log read so far, leave a replace-heavy log to the full verifier.
-        self.replace_work += len(nodes)
-        if self.replace_work > REPLACE_WORK_PER_EVENT * seq + REPLACE_WORK_FLOOR:
-            raise Doubt("replace-heavy log: the full verifier's surface is linear in it")
         try:
-            i = nodes.index(start)
-        except ValueError:
-            raise Doubt(rules.missing_node_problem("start", start)) from None
-        try:
-            j = nodes.index(end)
-        except ValueError:
-            raise Doubt(rules.missing_node_problem("end", end)) from None
-        if problem := rules.reversed_replace_problem(start, i, end, j):
-            raise Doubt(problem)
-        shadowed = nodes[i:j + 1]
+            if op == "append":
+                self.surface.push(seq, kind, message, line)
+                return
+            start, end = getattr(op, self.start_key), getattr(op, self.end_key)
+            shadowed = self.surface.splice(seq, kind, start, end,
+                                           lambda shadowed: self._cited(shadowed, sources, facts), message, line)
+        except SurfaceError as error:
+            raise Doubt(str(error)) from None
+        self.dispatches.causes.append(replace_cause(kind, seq, shadowed))
+
+    @staticmethod
+    def _cited(shadowed: list[int], sources: Any, facts: tuple[int, int, bool] | None) -> None:
+        """surface-provenance: a replace cites every node it shadows (its sources checked above)."""
         missing = (rules.uncited_nodes(shadowed, None, 0, 0, False) if facts is None
                    else rules.uncited_nodes(shadowed, sources, *facts))
-        problem = rules.uncited_problem(missing) or rules.head_rewrite_problem(kind, i, j, self.head_is_system)
-        if problem is not None:
-            raise Doubt(problem)
-        if kind == "tool/result":
-            if problem := rules.tool_rewrite_target_problem(shadowed, self.tool_lines):
-                raise Doubt(problem)
-            before = orjson.loads(self.tool_lines[shadowed[0]])["data"]
-            if problem := rules.tool_rewrite_problem(before, orjson.loads(line)["data"]):
-                raise Doubt(problem)
-            self.tool_lines[seq] = line
-        messages = self.messages
-        if message is not None or any(messages[node] is not None for node in shadowed):   # (surface.Surface)
-            first = sum(messages[node] is not None for node in nodes[:i])   # the visible index the replace starts at
-            self.changed_from = first if self.changed_from is None else min(self.changed_from, first)
-        messages[seq] = message
-        if i == 0 and self.protect_head:
-            self.head_is_system = kind == "system/message"
-        nodes[i:j + 1] = [seq]
-        for node in shadowed:
-            self.messages.pop(node, None)
-            self.tool_lines.pop(node, None)
-        self.surface_generation += 1
-        self.visible = [m for m in (self.messages[node] for node in nodes) if m is not None]
-        self.dispatches.causes.append(replace_cause(kind, seq, shadowed))
+        if problem := rules.uncited_problem(missing):
+            raise SurfaceError(problem)
 
     # -- dispatch (dsh_audit.fold.RequestFold._dispatch, _digest, _attribute) -----------------------------------
     def _dispatch(self, step: tuple[int, int], seq: int, bound: str, kind: str, time: Any, *,
@@ -762,19 +720,21 @@ class FastVerifier:
             request = self._rebuilt(header, step, attempt, seq, bound, kind, time, inherited)
         if self.digests:
             request.sha256 = self._digest(header)
+        surface = self.surface
         request.extends_previous, request.causes, problem = self.dispatches.attribute(
-            header, len(self.visible), self.changed_from)
+            header, len(surface.visible), surface.changed_from)
         if problem is not None:
             raise Doubt(problem)
         if self.lines is not None:
             self.lines.append(request)
         elif self.keep_requests and self.model_calls is None:   # its digest is complete: kept as it is
             self.requests.append(RequestDigest.of(request))
-        self.changed_from = None
+        surface.settled()
         self.current = request
 
     def _digest(self, header: HeaderSnapshot) -> str:
-        return self._running.digest(header, _NO_PREFIX, self.surface_generation, self.visible)
+        surface = self.surface
+        return self._running.digest(header, _NO_PREFIX, surface.generation, surface.visible)
 
     # -- cache-report's calls (model_calls): what the fold's RebuiltRequest holds, and the other priced calls ---
     def _rebuilt(self, header: HeaderSnapshot, step: tuple[int, int], attempt: int, seq: int, bound: str,
@@ -782,7 +742,7 @@ class FastVerifier:
         """The request as the fold rebuilds it (dsh_audit.fold.RequestFold._dispatch), its body by reference: the
         surface list is only appended to in place (a replace builds a new one), as RequestParts needs. No
         messagePrefix and no placeholder reach here (both are doubts); `line` is not counted."""
-        visible = self.visible
+        visible = self.surface.pinned_visible()
         config = header.header.get("config") or {}
         owner = self.parent_id if inherited and self.parent_id else self.session_id
         return RebuiltRequest(turn=step[0], step=step[1], attempt=attempt, dispatch_seq=seq, bound=bound,
