@@ -35,7 +35,7 @@ from .header import (
 )
 from .jsjson import dumps_bytes
 from .records import LogRecord
-from .rules import prefix_break_problem
+from .rules import extends, prefix_break_problem
 from .surface import Surface, SurfaceError
 from .vocabulary import vocabulary
 
@@ -142,6 +142,69 @@ def end_seed_cause(seq: int) -> Cause:
     return Cause("end-seed", seq, "resume/fork boundary (session/end-seed)")
 
 
+def priced_usage(settles: bool, logged: Any, streamed: Any) -> Any:
+    """The usage a request is priced with (None: none logged), in both engines (cache-report's calls): v2 on, its
+    settlement's own `data.usage`, else the last usage chunk of its embedded stream; v0/v1, the last usage chunk
+    of its attempt, else the usage of the assistant/message that closes it."""
+    first, second = (logged, streamed) if settles else (streamed, logged)
+    return first if first is not None else second
+
+
+class Dispatches:
+    """The dispatch state both engines keep, this fold and the fast verifier (fastpath.verifier) alike: attempts
+    numbered within the open step, the causes logged since the last request, and what the next request is
+    compared with to say whether it extends it (the prefix-break rule). Where and when an attempt is dispatched
+    stays each engine's own walk over its events; what a dispatch is numbered and attributed is decided here."""
+
+    __slots__ = ("causes", "count", "numbered", "previous_count", "previous_header")
+
+    def __init__(self) -> None:
+        self.numbered: dict[tuple[int, int], int] = {}   # the open step's attempts (0: an untraced response)
+        self.causes: list[Cause] = []     # logged since the last request: why the next one may not extend it
+        self.previous_header: HeaderSnapshot | None = None
+        self.previous_count = 0           # the visible messages the last request was sent with
+        self.count = 0                    # requests dispatched (an untraced response is none)
+
+    def step_started(self) -> None:
+        """A step or turn starts: attempts are numbered within a step, so only the open step's are kept."""
+        self.numbered.clear()
+
+    def chunkless(self, step: tuple[int, int]) -> bool:
+        """Whether a step's response, with no attempt open (v0/v1), is the step's first and only dispatch (bound
+        "first-response-event"): none of the step's attempts was dispatched before it."""
+        return step not in self.numbered
+
+    def untraced(self, step: tuple[int, int]) -> None:
+        """A response with no request to rebuild (no chunk and no header in force): the step dispatched none."""
+        self.numbered[step] = 0
+
+    def number(self, step: tuple[int, int]) -> int:
+        """The attempt a dispatch of `step` is: 1 for its first."""
+        attempt = self.numbered.get(step, 0) + 1
+        self.numbered[step] = attempt
+        return attempt
+
+    def attribute(self, header: HeaderSnapshot | None, visible_count: int, changed_from: int | None
+                  ) -> tuple[bool, list[Cause], str | None]:
+        """A request is dispatched with `visible_count` surface messages (`changed_from`: the lowest visible index
+        a replace changed since the last request, None: none): whether it extends the last request (the same
+        prompt, request options aside, as the cache is on the prompt, and the messages that one was sent with),
+        the causes logged since, and the prefix-break problem, if any."""
+        causes, self.causes = self.causes, []
+        first = self.count == 0
+        extends_previous = (not first and same_prompt(header, self.previous_header)
+                            and extends(visible_count, changed_from, self.previous_count))
+        self.previous_header, self.previous_count = header, visible_count
+        self.count += 1
+        return extends_previous, causes, prefix_break_problem(first, extends_previous, causes)
+
+
+def _usage(data: Any) -> dict[str, Any] | None:
+    """An event's logged `data.usage`, when it is an object."""
+    usage = data.get("usage") if isinstance(data, dict) else None
+    return usage if isinstance(usage, dict) else None
+
+
 class RunningDigest:
     """sha256 of successive request bodies, continuing one running hash while requests only append: started
     again when the header snapshot (which fixes config and prefix; compared by identity, as seqs repeat in a
@@ -193,13 +256,9 @@ class RequestFold:
         self.surface = Surface(protect_head=generation.system_prompt == "surface")
         self.header: HeaderSnapshot | None = None
         self.open_attempt: tuple[int, int] | None = None
-        self.attempts: dict[tuple[int, int], int] = {}
+        self.dispatches = Dispatches()
         self.current: RebuiltRequest | None = None
-        self.pending_causes: list[Cause] = []
         self.compactions: dict[str, tuple[int, int, int]] = {}   # open compaction id -> (start seq, messages, bytes)
-        self.previous_header: HeaderSnapshot | None = None
-        self.previous_count = 0
-        self.requests_emitted = 0
         self._running = RunningDigest()
         self._prefix: tuple[HeaderSnapshot, list[bytes]] | None = None  # a header and its serialized prefix
 
@@ -219,7 +278,7 @@ class RequestFold:
         if kind in CLOSES_ATTEMPT:
             closed = self._close_attempt()
             if kind in ("step/start", "turn/start"):
-                self.attempts.clear()   # attempts are numbered within a step: keep only the open step's
+                self.dispatches.step_started()
         elif kind == "assistant/chunk":
             step = self._chunk_step(event)
             if step != self.open_attempt:
@@ -241,7 +300,7 @@ class RequestFold:
         elif kind == "session/end-seed":
             # Only the seed cut says, before the fact, which requests a child inherited; an end-seed without
             # it (a resumed process of the same session) is a boundary, not a change of owner.
-            self.pending_causes.append(end_seed_cause(seq))
+            self.dispatches.causes.append(end_seed_cause(seq))
         elif kind in ("compaction/start", "compaction/summary", "compaction/end"):
             self._on_compaction(kind, event.get("data"), seq)
         return closed
@@ -278,13 +337,11 @@ class RequestFold:
             self._dispatch(step, seq, "settlement", line, traced=bool(stream), event_type=event["type"],
                            time=event.get("time"))
         if self.current is not None:
-            usage = data.get("usage") if isinstance(data, dict) else None
             for record in stream if isinstance(stream, list) else ():
                 chunk = record.get("chunk") if isinstance(record, dict) and record.get("type") == "chunk" else None
                 if isinstance(chunk, dict):
-                    self._observe_chunk_body(chunk, usage_known=isinstance(usage, dict))
-            if isinstance(usage, dict):
-                self.current.usage = usage
+                    self._observe_chunk_body(chunk)
+            self.current.usage = priced_usage(True, _usage(data), self.current.usage)
         if event["type"] == "assistant/message":
             self._apply_surface(event, seq)
         return self._close_attempt()
@@ -292,13 +349,11 @@ class RequestFold:
     def _on_assistant_message(self, event: dict[str, Any], seq: int, line: int) -> RebuiltRequest | None:
         """The step's response: bound a chunkless step here, attach usage, join the surface, close."""
         step = self._chunk_step(event)
-        if self.current is None and step is not None and step not in self.attempts:
+        if self.current is None and step is not None and self.dispatches.chunkless(step):
             self._dispatch(step, seq, "first-response-event", line, event_type="assistant/message",
                            time=event.get("time"))
-        if self.current is not None and self.current.usage is None:
-            data = event.get("data")
-            usage = data.get("usage") if isinstance(data, dict) else None
-            self.current.usage = usage if isinstance(usage, dict) else None
+        if self.current is not None:
+            self.current.usage = priced_usage(False, _usage(event.get("data")), self.current.usage)
         self._apply_surface(event, seq)
         return self._close_attempt()
 
@@ -319,7 +374,7 @@ class RequestFold:
             elif (isinstance(op, dict) and set(op) == {"op", "startSeq", "endSeq"} and op["op"] == "replace"
                   and all(isinstance(op[k], int) and not isinstance(op[k], bool) and op[k] >= 0
                           for k in ("startSeq", "endSeq"))):
-                self.pending_causes.append(replace_cause(kind, seq, self.surface.replace(seq, event, op)))
+                self.dispatches.causes.append(replace_cause(kind, seq, self.surface.replace(seq, event, op)))
             else:
                 self.finding("surface-op-invalid", f'session event "{kind}" carries an invalid surfaceOp',
                              seq=seq, event_type=kind, rejects=True)
@@ -330,7 +385,7 @@ class RequestFold:
         data = event["data"]
         new = snapshot(seq, data, system=self.generation.system_prompt == "header",
                        prefix=self.generation.message_prefix)
-        self.pending_causes += header_causes(self.header, new, seq)
+        self.dispatches.causes += header_causes(self.header, new, seq)
         self.header = new
 
     # -- attempts ----------------------------------------------------------------------------------------
@@ -348,9 +403,9 @@ class RequestFold:
         if isinstance(chunk, dict) and self.current is not None:
             self._observe_chunk_body(chunk)
 
-    def _observe_chunk_body(self, chunk: dict[str, Any], *, usage_known: bool = False) -> None:
+    def _observe_chunk_body(self, chunk: dict[str, Any]) -> None:
         assert self.current is not None
-        if chunk.get("type") == "usage" and isinstance(chunk.get("usage"), dict) and not usage_known:
+        if chunk.get("type") == "usage" and isinstance(chunk.get("usage"), dict):
             self.current.usage = chunk["usage"]
         elif chunk.get("type") == "finish":
             reason = chunk.get("reason")
@@ -370,10 +425,9 @@ class RequestFold:
             self.finding("untraced-response", f"step {step[0]}.{step[1]} has a response but no chunk and no "
                          "request/header: no dispatched request can be rebuilt", seq=seq,
                          event_type=event_type, severity="warning")
-            self.attempts[step] = 0
+            self.dispatches.untraced(step)
             return
-        attempt = self.attempts.get(step, 0) + 1
-        self.attempts[step] = attempt
+        attempt = self.dispatches.number(step)
         header = self.header
         request = RebuiltRequest(turn=step[0], step=step[1], attempt=attempt, dispatch_seq=seq, bound=bound,
                                  dispatch_type=event_type, time=time if type(time) is int else None,
@@ -400,7 +454,6 @@ class RequestFold:
                 request.body = parts.body() if self.bodies else None
         self._attribute(request, header)
         self.current = request
-        self.requests_emitted += 1
 
     def _prefix_messages(self, header: HeaderSnapshot, request: RebuiltRequest) -> list[bytes]:
         prefix = header.message_prefix
@@ -422,15 +475,9 @@ class RequestFold:
 
     def _attribute(self, request: RebuiltRequest, header: HeaderSnapshot | None) -> None:
         """Is this request an append-extension of the previous one? If not, name the logged causes."""
-        causes, self.pending_causes = self.pending_causes, []
-        first = self.requests_emitted == 0
-        previous = self.previous_header
-        same_header = same_prompt(header, previous)   # request options aside: the cache is on the prompt
-        request.extends_previous = not first and same_header and self.surface.extends(self.previous_count)
-        request.causes = causes
-        problem = prefix_break_problem(first, request.extends_previous, causes)
+        surface = self.surface
+        request.extends_previous, request.causes, problem = self.dispatches.attribute(
+            header, len(surface.visible), surface.changed_from)
         if problem is not None and header is not None:
             self.finding("prefix-break", problem, seq=request.dispatch_seq, event_type=request.dispatch_type)
-        self.previous_header = header
-        self.previous_count = len(self.surface.visible)
-        self.surface.settled()
+        surface.settled()

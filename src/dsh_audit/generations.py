@@ -31,6 +31,8 @@ class Generation(msgspec.Struct, frozen=True):
     replace_keys: tuple[str, str]  # the names of a surface replace's range endpoints
     seed_cut: str                  # "seedLength" (header) | "inherited-end-seed" (last tagged session/end-seed)
     message_prefix: bool           # header.messagePrefix may be present (legacy writers)
+    assistant_sources: bool        # an assistant/message may cite its chunks by sourceEventSeqs (until its stream
+    #                                is embedded, from v2: x-dsh-forbids-source-event-seqs)
     legacy_shapes: bool            # pre-identity message shapes are upgraded on load
     unique_source_ranges: bool     # range-decoded sourceEventSeqs must be unique and earlier at decode time
     error_needs_flag: bool         # a tool result carrying data.error must be flagged isError
@@ -62,6 +64,7 @@ def _derived(version: int) -> dict[str, Any]:
         "replace_keys": tuple(key for key in replace if key != "op"),
         "seed_cut": "seedLength" if "seedLength" in header_keys else "inherited-end-seed",
         "message_prefix": "messagePrefix" in request_header,
+        "assistant_sources": "assistant/message" not in words.forbids_sources,
     }
 
 

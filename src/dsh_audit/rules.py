@@ -182,6 +182,21 @@ def tool_pairing_problem(awaited: int | None, call_id: str) -> str | None:
             "(never made, or answered already)")
 
 
+def unanswered_call_problem(call_id: str, turn_open: bool) -> str:
+    """tool-pairing, at the end of the log: a call an assistant message made that no tool/result answered (while
+    the log's last turn is still open, a warning: the log was cut off)."""
+    return f"tool call {call_id!r} has no tool/result" + (
+        " (the turn is still open: the log was cut off; the reference's load-time repair would close it)"
+        if turn_open else "")
+
+
+def open_turn_problem(open_turn: Any) -> str | None:
+    """open-turn (a warning): the log ends inside a turn, so it was cut off. The full verifier's finding goes on
+    to say what the reference's crash repair would append (structure.CrashRepair), state the fast path does not
+    keep: it declines in these words, the finding's first."""
+    return None if open_turn is None else f"log ends inside turn {open_turn}: the session was cut off"
+
+
 def flags_error(message: Any) -> bool:
     """A tool result message flagged as an error: v4 on the message, v3 on its one tool-result block."""
     if not isinstance(message, dict):
@@ -261,6 +276,15 @@ def developer_header_problem(data: Any, header_seqs: Container[int]) -> str | No
 
 
 # -- the surface (surface-provenance, replace-missing-node, system-head) ---------------------------------------
+
+
+def assistant_sources_problem(allowed: bool, cited: bool, label: str) -> str | None:
+    """assistant-provenance: an assistant/message cites its chunks by sourceEventSeqs (`cited`) only where its
+    generation (`label`) allows it (`allowed`: until v2, which embeds the stream in the message instead)."""
+    if allowed or not cited:
+        return None
+    return (f"format {label} assistant/message carries sourceEventSeqs; from v2 its chunks are embedded in "
+            "data.stream instead")
 
 
 def empty_sources_problem(kind: Any) -> str | None:

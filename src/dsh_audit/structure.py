@@ -12,6 +12,7 @@ from .header import system_text
 from .records import LogSource
 from .rules import (
     anchor_problem,
+    assistant_sources_problem,
     chunk_mismatch_problem,
     cited_blocks,
     declared_tools,
@@ -20,6 +21,7 @@ from .rules import (
     is_late,
     late_problem,
     matches_chunks,
+    open_turn_problem,
     outside_step_problem,
     packed_record_problem,
     placeholder_problem,
@@ -31,6 +33,7 @@ from .rules import (
     tool_pairing_problem,
     turn_end_problem,
     turn_start_problem,
+    unanswered_call_problem,
     undeclared_tool_problem,
     unflagged_error_problem,
 )
@@ -145,7 +148,6 @@ class StructureChecker:
         self.settles = generation.dispatch == "settlement"
         words = vocabulary(generation.version)
         self.surface_types = words.surface_types
-        self.forbids_sources = words.forbids_sources
         self.header_seqs: set[int] = set()   # v4: a developer/message binds to an earlier request/header
         # v2 on: a seeded child must carry its inherited cut marker (a v0/v1 header names the cut instead)
         self.seeded = generation.seed_cut == "inherited-end-seed" and header.get("isSeeded") is True
@@ -341,10 +343,10 @@ class StructureChecker:
         self._dispatched()
         self.attempt_open = False
         self.pre_dispatch_log_only = None
-        if "assistant/message" in self.forbids_sources and event is not None and "sourceEventSeqs" in event:
-            self.report("assistant-provenance", f"format {self.generation.label} assistant/message carries "
-                        "sourceEventSeqs; from v2 its chunks are embedded in data.stream instead",
-                        seq=seq, event_type="assistant/message", rejects=True)
+        generation = self.generation
+        if problem := assistant_sources_problem(generation.assistant_sources,
+                                                event is not None and "sourceEventSeqs" in event, generation.label):
+            self.report("assistant-provenance", problem, seq=seq, event_type="assistant/message", rejects=True)
         if self.settles:
             self._check_stream(data, seq, "assistant/message")
             blocks, self.finish_kind = _stream_blocks(data)
@@ -396,13 +398,9 @@ class StructureChecker:
                         "marker: its inherited cut is unknown", seq=None, event_type=None, rejects=True)
         open_turn = self.turn is not None
         for call_id, seq in self.calls.items():
-            self.report("tool-pairing", f"tool call {call_id!r} has no tool/result"
-                        + (" (the turn is still open: the log was cut off; the reference's load-time "
-                           "repair would close it)" if open_turn else ""),
-                        seq=seq, event_type="assistant/message",
-                        severity="warning" if open_turn else "error")
-        if open_turn:
+            self.report("tool-pairing", unanswered_call_problem(call_id, open_turn), seq=seq,
+                        event_type="assistant/message", severity="warning" if open_turn else "error")
+        if problem := open_turn_problem(self.turn):
             closers = self.repair.closers(last_seq)
-            self.report("open-turn", f"log ends inside turn {self.turn}: the session was cut off; on load the "
-                        "reference's crash repair would append " + (", ".join(closers) or "nothing"),
-                        seq=last_seq, event_type=None, severity="warning")
+            self.report("open-turn", f"{problem}; on load the reference's crash repair would append "
+                        + (", ".join(closers) or "nothing"), seq=last_seq, event_type=None, severity="warning")

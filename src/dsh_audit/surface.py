@@ -10,12 +10,12 @@ Each node's message is projected and serialized once, when it joins the surface.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections.abc import Callable
 from typing import Any
 
 from .jsjson import dumps_bytes
 from .rules import (
     empty_sources_problem,
-    extends,
     head_append_problem,
     head_rewrite_problem,
     later_source_problem,
@@ -44,6 +44,12 @@ def derive_message(event: dict[str, Any]) -> Any | None:
         content = message.get("content") if isinstance(message, dict) else None
         return None if isinstance(content, list) and not content else message
     return message if kind == "tool/result" else None
+
+
+def _projected(event: dict[str, Any]) -> tuple[bytes | None, Any]:
+    """What a parsed surface event keeps on the surface: its serialized message, and a tool/result's data."""
+    message = derive_message(event)
+    return (None if message is None else dumps_bytes(message)), event.get("data")
 
 
 class SurfaceError(Exception):
@@ -90,15 +96,21 @@ class Surface:
     is a dictionary lookup and a bisection, and `visible` is spliced, never rebuilt. `visible` is changed in
     place unless it was handed out by `pinned_visible` since it was last copied: then a replace swaps in a new
     list, so a list handed out keeps the messages it had (RequestParts relies on it). Appends are always in
-    place, which a holder of the list does not see past its own count."""
+    place, which a holder of the list does not see past its own count.
 
-    def __init__(self, *, protect_head: bool = False) -> None:
+    Both verifiers keep their surface here: the full one hands `append` and `replace` the parsed event; the fast
+    one (fastpath.verifier) checks the event's provenance on its typed fields and hands `push` and `splice` the
+    projected message as it holds it (its stored bytes), and each tool/result's line, which `tool_data` reads
+    only when a rewrite is checked."""
+
+    def __init__(self, *, protect_head: bool = False, tool_data: Callable[[Any], Any] | None = None) -> None:
         self.protect_head = protect_head
+        self._tool_data = tool_data   # what a kept tool/result becomes for the rewrite checks (None: it is its data)
         self.head_is_system = False
         self.head_message: Any = None   # the system head's message (v3 on), while node 0 is one
         self.nodes: list[int] = []
         self.messages: dict[int, bytes | None] = {}     # node seq -> serialized message (None: projects nothing)
-        self.tool_results: dict[int, Any] = {}          # node seq -> data, kept for rewrite checks
+        self.tool_results: dict[int, Any] = {}          # node seq -> its data (or what tool_data reads it from)
         self.generation = 0                              # bumps on every replace
         self.changed_from: int | None = None   # the lowest `visible` index a replace changed since `settled()`
         self.visible: list[bytes] = []                   # serialized messages in surface order
@@ -109,13 +121,9 @@ class Surface:
         self._next_key = 0
         self._pinned = False
 
-    def extends(self, count: int) -> bool:
-        """Whether the first `count` visible messages are still those they were at the last `settled()`: a
-        replace of only what came after them (a tool result rewritten before it was ever sent) extends them."""
-        return extends(len(self.visible), self.changed_from, count)
-
     def settled(self) -> None:
-        """A request was sent: `extends` now asks about the messages it holds."""
+        """A request was sent: `changed_from` now says which of the messages it holds a replace changed (a
+        replace of only what came after them, a tool result rewritten before it was ever sent, changes none)."""
         self.changed_from = None
 
     def pinned_visible(self) -> list[bytes]:
@@ -125,20 +133,29 @@ class Surface:
 
     def append(self, seq: int, event: dict[str, Any]) -> None:
         check_provenance(event, seq, [])
+        kind = event.get("type")
+        empty = not self.nodes
+        self.push(seq, kind, *_projected(event))
+        if self.protect_head and empty:
+            self.head_message = derive_message(event) if self.head_is_system else None
+
+    def push(self, seq: int, kind: Any, message: Any, tool: Any = None) -> None:
+        """Append node `seq`, an event of type `kind` whose provenance was checked: `message` its serialized
+        projection (None: it projects nothing), `tool` what a tool/result keeps for rewrite checks."""
         if self.protect_head:
-            system = event.get("type") == "system/message"
+            system = kind == "system/message"
             if not self.nodes:
                 self.head_is_system = system
-                self.head_message = derive_message(event) if system else None
             elif system and (problem := head_append_problem(self.head_is_system)):
                 raise SurfaceError(problem, "system-head")
-        self._admit(seq, event)
+        self.messages[seq] = message
+        if kind == "tool/result":
+            self.tool_results[seq] = tool
         key = self._next_key
         self._next_key += 1
         self.nodes.append(seq)
         self._keys.append(key)
         self._enter(seq, key)
-        message = self.messages[seq]
         if message is not None:
             self.visible.append(message)
             self._visible_keys.append(key)
@@ -157,7 +174,19 @@ class Surface:
         return None if key is None else bisect_left(self._keys, key)
 
     def replace(self, seq: int, event: dict[str, Any], op: dict[str, Any]) -> list[int]:
-        start, end = op["startSeq"], op["endSeq"]
+        start = op["startSeq"]
+        at_head = bool(self.nodes) and self.nodes[0] == start   # node 0 is where start is first live
+        shadowed = self.splice(seq, event.get("type"), start, op["endSeq"],
+                               lambda shadowed: check_provenance(event, seq, shadowed), *_projected(event))
+        if self.protect_head and at_head:
+            self.head_message = derive_message(event) if self.head_is_system else None
+        return shadowed
+
+    def splice(self, seq: int, kind: Any, start: Any, end: Any, cited: Callable[[list[int]], None], message: Any,
+               tool: Any = None) -> list[int]:
+        """Replace the live nodes from `start` through `end` (by position) with node `seq`, an event of type
+        `kind` (`message`, `tool`: as `push` takes them); `cited` checks its provenance against the nodes it
+        shadows, raising SurfaceError. Returns those nodes."""
         i = self._position(start)
         if i is None:
             raise SurfaceError(missing_node_problem("start", start), "replace-missing-node")
@@ -167,18 +196,21 @@ class Surface:
         if problem := reversed_replace_problem(start, i, end, j):
             raise SurfaceError(problem)
         shadowed = self.nodes[i:j + 1]
-        check_provenance(event, seq, shadowed)
-        if problem := head_rewrite_problem(event.get("type"), i, j, self.head_is_system):
+        cited(shadowed)
+        if problem := head_rewrite_problem(kind, i, j, self.head_is_system):
             raise SurfaceError(problem, "system-head")
-        if event.get("type") == "tool/result":
+        if kind == "tool/result":
             if problem := tool_rewrite_target_problem(shadowed, self.tool_results):
                 raise SurfaceError(problem)
-            if problem := tool_rewrite_problem(self.tool_results[shadowed[0]], event.get("data")):
+            read = self._tool_data
+            before = self.tool_results[shadowed[0]]
+            if problem := (tool_rewrite_problem(before, tool) if read is None
+                           else tool_rewrite_problem(read(before), read(tool))):
                 raise SurfaceError(problem)
-        self._admit(seq, event)
+            self.tool_results[seq] = tool
+        self.messages[seq] = message
         if i == 0 and self.protect_head:
-            self.head_is_system = event.get("type") == "system/message"
-            self.head_message = derive_message(event) if self.head_is_system else None
+            self.head_is_system = kind == "system/message"
         key, last = self._keys[i], self._keys[j]
         self.nodes[i:j + 1] = [seq]
         self._keys[i:j + 1] = [key]
@@ -191,7 +223,6 @@ class Surface:
             self._requeue(shadowed)
         self._enter(seq, key)
         self.generation += 1
-        message = self.messages[seq]
         low, high = bisect_left(self._visible_keys, key), bisect_right(self._visible_keys, last)
         joined = [] if message is None else [message]
         if joined or high > low:   # the messages from `low` on are not those any earlier request was sent
@@ -217,9 +248,3 @@ class Surface:
                 else:
                     self._key_of.pop(node, None)
                     self._repeated.discard(node)
-
-    def _admit(self, seq: int, event: dict[str, Any]) -> None:
-        message = derive_message(event)
-        self.messages[seq] = None if message is None else dumps_bytes(message)
-        if event.get("type") == "tool/result":
-            self.tool_results[seq] = event.get("data")

@@ -1,9 +1,10 @@
 """The fast verifier: decide, in one pass, that a log has no finding at all, and compute its request digests.
 
 Each line is decoded by its type's generated decoder (dsh_audit.fastpath.types: schema, envelope and surface rules
-checked in C while parsing), then one loop keeps the state of the request fold (dsh_audit.fold), the surface
-(dsh_audit.surface), the structural checks (dsh_audit.structure), admission (dsh_audit.admission) and the migration
-notes (dsh_audit.successors) for the shapes it covers. It never words a finding: wherever the full verifier would
+checked in C while parsing), then one loop keeps the state of the request fold (dsh_audit.fold, whose dispatch state,
+fold.Dispatches, and surface, surface.Surface, it holds as the fold does), the structural checks
+(dsh_audit.structure), admission (dsh_audit.admission) and the migration notes (dsh_audit.successors) for the shapes
+it covers, and asks the rules they ask (dsh_audit.rules). It never words a finding: wherever the full verifier would
 report anything (an error, a warning or a note), or a shape is not covered, it raises Doubt and the caller runs the
 full verifier. Being stricter than the full verifier is always allowed; being more lenient never is.
 
@@ -28,9 +29,19 @@ import orjson
 
 from .. import rules
 from ..digest_spool import DigestLines, DigestSpool
-from ..fold import Cause, RebuiltRequest, RequestParts, RunningDigest, end_seed_cause, header_causes, replace_cause
+from ..fold import (
+    Cause,
+    Dispatches,
+    RebuiltRequest,
+    RequestParts,
+    RunningDigest,
+    end_seed_cause,
+    header_causes,
+    priced_usage,
+    replace_cause,
+)
 from ..generations import Generation
-from ..header import HeaderSnapshot, same_prompt, snapshot, system_text
+from ..header import HeaderSnapshot, snapshot, system_text
 from ..jsjson import dumps_bytes
 from ..model_calls import Call, StoredMessage, other_call
 from ..readers import packed
@@ -38,7 +49,7 @@ from ..readers.jsonvalue import deeper_than, parse_json
 from ..readers.packed import over_member_cap
 from ..records import RequestDigest
 from ..shape import header_problem
-from ..surface import EMPTY_PROJECTS_NOTHING
+from ..surface import EMPTY_PROJECTS_NOTHING, Surface, SurfaceError
 from .lines import Doubt
 from .types import FLAGS, FastTypes, MessageType, fast_types, seq_run
 
@@ -146,7 +157,11 @@ def _projected(kind: str, message: Any, stored: Any) -> Any:
     return None if kind in EMPTY_PROJECTS_NOTHING and not message.content else stored
 
 
-REPLACE_WORK_PER_EVENT, REPLACE_WORK_FLOOR = 64, 1_000_000
+
+def _tool_data(line: bytes) -> Any:
+    """A tool/result's data, from the line the surface keeps for it (parsed only when a rewrite is checked)."""
+    return orjson.loads(line)["data"]
+
 
 
 class _Request:
@@ -193,25 +208,14 @@ class FastVerifier:
         self.stringified = keep_requests or model_calls or digest_lines
         self.requests = DigestSpool()   # their digests, when kept (verify --format json)
         self.lines = DigestLines() if digest_lines else None   # rebuild --format digest's lines, as printed
-        self.request_count = 0
         # the fold
         self.header: HeaderSnapshot | None = None
         self.open_attempt: tuple[int, int] | None = None
-        self.attempts: dict[tuple[int, int], int] = {}
+        self.dispatches = Dispatches()
         self.current: _Request | RebuiltRequest | None = None
-        self.pending_causes: list[Cause] = []
-        self.previous_header: HeaderSnapshot | None = None
-        self.previous_count = 0
-        self.changed_from: int | None = None   # the lowest visible index a replace changed since the last request
         self._running = RunningDigest()
         # the surface
-        self.nodes: list[int] = []
-        self.messages: dict[int, Any] = {}         # node -> its message's bytes (bytes or msgspec.Raw), or None
-        self.tool_lines: dict[int, bytes] = {}     # live tool/result node -> its stored line (rewrite checks)
-        self.surface_generation = 0
-        self.replace_work = 0                      # nodes scanned by replaces so far
-        self.visible: list[Any] = []
-        self.head_is_system = False
+        self.surface = Surface(protect_head=self.protect_head, tool_data=_tool_data)
         # the structural checks
         self.turn: int | None = None
         self.step: int | None = None
@@ -243,6 +247,10 @@ class FastVerifier:
         self.parent_id = parent if isinstance(parent, str) else None
         self.table = self._handlers()
         self.packed_classes = tuple(cls for cls, handler in self.table.items() if handler is None)
+
+    @property
+    def request_count(self) -> int:
+        return self.dispatches.count
 
     # -- the loop ------------------------------------------------------------------------------------------
     def _handlers(self) -> dict[type, Any]:
@@ -355,8 +363,12 @@ class FastVerifier:
             self._close()   # the attempt still open, as the fold hands it out at the end
         if check_newline and not self.last_line.endswith(b"\n"):
             raise Doubt("unterminated final line")
-        if self.events == 0 or self.turn is not None or self.calls:
-            raise Doubt("empty log, open turn or unanswered tool calls")
+        if self.events == 0:
+            raise Doubt("empty log")
+        if self.calls:
+            raise Doubt(rules.unanswered_call_problem(next(iter(self.calls)), self.turn is not None))
+        if problem := rules.open_turn_problem(self.turn):
+            raise Doubt(problem)
         return self.requests
 
     def _depth_check(self, line: bytes) -> None:
@@ -422,7 +434,7 @@ class FastVerifier:
 
     def _turn_start(self, event: Any, seq: int, line: bytes) -> None:
         self._close()
-        self.attempts.clear()
+        self.dispatches.step_started()
         if problem := rules.turn_start_problem(self.turn):
             raise Doubt(problem)
         self.turn, self.step = event.data.turn, None
@@ -438,7 +450,7 @@ class FastVerifier:
 
     def _step_start(self, event: Any, seq: int, line: bytes) -> None:
         self._close()
-        self.attempts.clear()
+        self.dispatches.step_started()
         data = event.data
         if problem := rules.step_start_turn_problem(data.turn, self.turn) or rules.step_start_step_problem(self.step):
             raise Doubt(problem)
@@ -489,7 +501,7 @@ class FastVerifier:
         new = snapshot(seq, data, system=self.header_system, prefix=self.generation.message_prefix)
         if new.message_prefix is not None and new.message_prefix != []:
             raise Doubt("header messagePrefix")
-        self.pending_causes += header_causes(self.header, new, seq)
+        self.dispatches.causes += header_causes(self.header, new, seq)
         self.header = new
 
     def _request_context(self, event: Any, seq: int, line: bytes) -> None:
@@ -497,7 +509,7 @@ class FastVerifier:
             self.pre_dispatch, self.pending_kind = seq, "request/context"
 
     def _end_seed(self, event: Any, seq: int, line: bytes) -> None:
-        self.pending_causes.append(end_seed_cause(seq))
+        self.dispatches.causes.append(end_seed_cause(seq))
         self.instance_anchored = False
         if self.generation.seed_cut == "inherited-end-seed" and getattr(event.data, "inherited", None) is True:
             raise Doubt("inherited end-seed marker")
@@ -575,7 +587,7 @@ class FastVerifier:
         if self.settles:
             stream = data.stream
             self._dispatch(key, seq, "settlement", "assistant/message", event.time, traced=bool(stream))
-        elif self.current is None and key not in self.attempts:
+        elif self.current is None and self.dispatches.chunkless(key):
             self._dispatch(key, seq, "first-response-event", "assistant/message", event.time)
         self._apply(event, seq, "assistant/message", _projected("assistant/message", message, stored), line)
         if self.model_calls is not None:
@@ -586,9 +598,11 @@ class FastVerifier:
             raise Doubt(rules.late_problem(*self.late, self.generation.dispatch))
         self.attempt_open = False
         self.pre_dispatch = None
+        generation = self.generation
+        if problem := rules.assistant_sources_problem(generation.assistant_sources,
+                                                      event.sourceEventSeqs is not UNSET, generation.label):
+            raise Doubt(problem)
         if self.settles:
-            if event.sourceEventSeqs is not UNSET:
-                raise Doubt("assistant/message provenance")
             self._stream_blocks(stream)
         declared = self.declared_tools
         tool_calls = self.tool_call_classes
@@ -669,64 +683,24 @@ class FastVerifier:
                 facts = seq_run(sources)
                 if problem := rules.later_source_problem(sources, facts[1], seq):
                     raise Doubt(problem)
-        if op == "append":
-            if self.protect_head:
-                system = kind == "system/message"
-                if not self.nodes:
-                    self.head_is_system = system
-                elif system and (problem := rules.head_append_problem(self.head_is_system)):
-                    raise Doubt(problem)
-            self.nodes.append(seq)
-            self.messages[seq] = message
-            if kind == "tool/result":
-                self.tool_lines[seq] = line
-            if message is not None:
-                self.visible.append(message)
-            return
-        start, end = getattr(op, self.start_key), getattr(op, self.end_key)
-        nodes = self.nodes
-        # This surface finds and rebuilds in O(surface) per replace; dsh_audit.surface is linear overall. Past a
-        # budget proportional to the log read so far, leave a replace-heavy log to the full verifier.
-        self.replace_work += len(nodes)
-        if self.replace_work > REPLACE_WORK_PER_EVENT * seq + REPLACE_WORK_FLOOR:
-            raise Doubt("replace-heavy log: the full verifier's surface is linear in it")
         try:
-            i = nodes.index(start)
-        except ValueError:
-            raise Doubt(rules.missing_node_problem("start", start)) from None
-        try:
-            j = nodes.index(end)
-        except ValueError:
-            raise Doubt(rules.missing_node_problem("end", end)) from None
-        if problem := rules.reversed_replace_problem(start, i, end, j):
-            raise Doubt(problem)
-        shadowed = nodes[i:j + 1]
+            if op == "append":
+                self.surface.push(seq, kind, message, line)
+                return
+            start, end = getattr(op, self.start_key), getattr(op, self.end_key)
+            shadowed = self.surface.splice(seq, kind, start, end,
+                                           lambda shadowed: self._cited(shadowed, sources, facts), message, line)
+        except SurfaceError as error:
+            raise Doubt(str(error)) from None
+        self.dispatches.causes.append(replace_cause(kind, seq, shadowed))
+
+    @staticmethod
+    def _cited(shadowed: list[int], sources: Any, facts: tuple[int, int, bool] | None) -> None:
+        """surface-provenance: a replace cites every node it shadows (its sources checked above)."""
         missing = (rules.uncited_nodes(shadowed, None, 0, 0, False) if facts is None
                    else rules.uncited_nodes(shadowed, sources, *facts))
-        problem = rules.uncited_problem(missing) or rules.head_rewrite_problem(kind, i, j, self.head_is_system)
-        if problem is not None:
-            raise Doubt(problem)
-        if kind == "tool/result":
-            if problem := rules.tool_rewrite_target_problem(shadowed, self.tool_lines):
-                raise Doubt(problem)
-            before = orjson.loads(self.tool_lines[shadowed[0]])["data"]
-            if problem := rules.tool_rewrite_problem(before, orjson.loads(line)["data"]):
-                raise Doubt(problem)
-            self.tool_lines[seq] = line
-        messages = self.messages
-        if message is not None or any(messages[node] is not None for node in shadowed):   # (surface.Surface)
-            first = sum(messages[node] is not None for node in nodes[:i])   # the visible index the replace starts at
-            self.changed_from = first if self.changed_from is None else min(self.changed_from, first)
-        messages[seq] = message
-        if i == 0 and self.protect_head:
-            self.head_is_system = kind == "system/message"
-        nodes[i:j + 1] = [seq]
-        for node in shadowed:
-            self.messages.pop(node, None)
-            self.tool_lines.pop(node, None)
-        self.surface_generation += 1
-        self.visible = [m for m in (self.messages[node] for node in nodes) if m is not None]
-        self.pending_causes.append(replace_cause(kind, seq, shadowed))
+        if problem := rules.uncited_problem(missing):
+            raise SurfaceError(problem)
 
     # -- dispatch (dsh_audit.fold.RequestFold._dispatch, _digest, _attribute) -----------------------------------
     def _dispatch(self, step: tuple[int, int], seq: int, bound: str, kind: str, time: Any, *,
@@ -737,8 +711,7 @@ class FastVerifier:
             raise Doubt("no header in force")
         if header.placeholders:
             raise Doubt("placeholder header")
-        attempt = self.attempts.get(step, 0) + 1
-        self.attempts[step] = attempt
+        attempt = self.dispatches.number(step)
         inherited = self.seed_cut is not None and seq < self.seed_cut
         request: _Request | RebuiltRequest
         if self.model_calls is None:
@@ -747,27 +720,21 @@ class FastVerifier:
             request = self._rebuilt(header, step, attempt, seq, bound, kind, time, inherited)
         if self.digests:
             request.sha256 = self._digest(header)
-        causes, self.pending_causes = self.pending_causes, []
-        first = self.request_count == 0
-        previous = self.previous_header
-        same_header = same_prompt(header, previous)
-        request.extends_previous = (not first and same_header
-                                    and rules.extends(len(self.visible), self.changed_from, self.previous_count))
-        request.causes = causes
-        if problem := rules.prefix_break_problem(first, request.extends_previous, causes):
+        surface = self.surface
+        request.extends_previous, request.causes, problem = self.dispatches.attribute(
+            header, len(surface.visible), surface.changed_from)
+        if problem is not None:
             raise Doubt(problem)
         if self.lines is not None:
             self.lines.append(request)
         elif self.keep_requests and self.model_calls is None:   # its digest is complete: kept as it is
             self.requests.append(RequestDigest.of(request))
-        self.previous_header = header
-        self.previous_count = len(self.visible)
-        self.changed_from = None
+        surface.settled()
         self.current = request
-        self.request_count += 1
 
     def _digest(self, header: HeaderSnapshot) -> str:
-        return self._running.digest(header, _NO_PREFIX, self.surface_generation, self.visible)
+        surface = self.surface
+        return self._running.digest(header, _NO_PREFIX, surface.generation, surface.visible)
 
     # -- cache-report's calls (model_calls): what the fold's RebuiltRequest holds, and the other priced calls ---
     def _rebuilt(self, header: HeaderSnapshot, step: tuple[int, int], attempt: int, seq: int, bound: str,
@@ -775,7 +742,7 @@ class FastVerifier:
         """The request as the fold rebuilds it (dsh_audit.fold.RequestFold._dispatch), its body by reference: the
         surface list is only appended to in place (a replace builds a new one), as RequestParts needs. No
         messagePrefix and no placeholder reach here (both are doubts); `line` is not counted."""
-        visible = self.visible
+        visible = self.surface.pinned_visible()
         config = header.header.get("config") or {}
         owner = self.parent_id if inherited and self.parent_id else self.session_id
         return RebuiltRequest(turn=step[0], step=step[1], attempt=attempt, dispatch_seq=seq, bound=bound,
@@ -801,19 +768,21 @@ class FastVerifier:
                 other.inherited = self.seed_cut is not None and seq < self.seed_cut
                 self.model_calls.append(other)
             return
-        usage = getattr(data, "usage", UNSET)
+        logged = getattr(data, "usage", None)
+        logged = None if logged is UNSET else logged
         if self.settles:
             streamed, current.finish = self._stream_usage(data.stream)
-            if usage is UNSET:
-                usage = streamed
-        if current.usage is None and usage is not UNSET:
+        else:
+            streamed = current.usage   # its chunks' last, kept plain already
+        usage = priced_usage(self.settles, logged, streamed)
+        if usage is not None and usage is not current.usage:
             current.usage = msgspec.to_builtins(usage)
         self.model_calls.append((current, answer))
         self.current = None
 
     def _stream_usage(self, stream: Any) -> tuple[Any, str | None]:
-        """v2 on: the last usage and the last finish reason of an embedded stream (UNSET, None: none)."""
-        usage, finish = UNSET, None
+        """v2 on: the last usage and the last finish reason of an embedded stream (None: none)."""
+        usage, finish = None, None
         for record in stream:
             if self.tag(type(record)) == "chunk":
                 kind = self.tag(type(record.chunk))
