@@ -1,7 +1,8 @@
 """`audit export`'s driver: find the logs of SRC (as verify finds them), plan the run against the dataset's
 manifest (a log file whose size and modification time are those recorded is skipped unread), map the unit of
-work (unit.export_log) over the rest through the engine given, and write each result as it arrives, so memory
-holds the rows of the logs in flight (tasks of EXPORT_CHUNK logs, a few per worker), whatever the run's size.
+work (unit.export_log) over the rest through the engine given, and hand each result as it arrives to the
+dataset, which writes them in batches, so memory holds the rows of the logs in flight (tasks of EXPORT_CHUNK
+logs, a few per worker) and of one batch (dataset.BATCH_LOGS), whatever the run's size.
 
 The directory gate's rules hold: a folder that cannot be listed, a link with a log's name, a directory with no
 log, a file that cannot be read, each is a failed `logs` row, never a silent skip (verify.verify_paths)."""
