@@ -25,7 +25,7 @@ from dsh_audit.cli.options import chosen_filter as cli_filter
 from dsh_audit.fleet import dataset as dataset_module
 from dsh_audit.fleet import export as export_module
 from dsh_audit.fleet import query
-from dsh_audit.fleet.columns import DATASET_VERSION, TABLES
+from dsh_audit.fleet.columns import CACHE_RENAMED, DATASET_VERSION, TABLES
 from dsh_audit.fleet.export import export
 from dsh_audit.fleet.unit import ExportedLog, ExportOptions, export_log
 from dsh_audit.generations import generations
@@ -97,6 +97,22 @@ def assert_verdicts_equal(dataset: Path, logs: Path) -> None:
     assert status["logs"].sum() == expected["logs"]
 
 
+def assert_log_rows_equal(dataset: Path, logs: Path) -> None:
+    """Each log's cache columns in the logs table are cache-report's per-log row of it (the unit sums its calls
+    in one pass of its own)."""
+    code, out, _ = run("cache-report", "--rows", "logs", "--json", str(logs))
+    assert code == 0
+    expected = {row["log"]: row for row in json.loads(out)["rows"]}
+    got = {row["log"]: row for row in query.scan(dataset, "logs").collect().iter_rows(named=True)
+           if row["log"] in expected}
+    assert got.keys() == expected.keys()
+    for label, row in expected.items():
+        for name, value in row.items():
+            if name not in ("log", "generation", "sessionId"):
+                mine = got[label][CACHE_RENAMED.get(name, name)]
+                assert mine == (pytest.approx(value) if isinstance(value, float) else value), (label, name)
+
+
 @pytest.mark.parametrize("name", ["built", "corpus", "home", "bench"])
 def test_the_dataset_s_totals_and_verdicts_are_cache_report_s_and_verify_s(name: str, built: Path, tmp_path: Path,
                                                                             bench_like: Path) -> None:
@@ -105,6 +121,7 @@ def test_the_dataset_s_totals_and_verdicts_are_cache_report_s_and_verify_s(name:
     assert code == (2 if name == "home" else 0), err
     assert_totals_equal(dataset, logs)
     assert_verdicts_equal(dataset, logs)
+    assert_log_rows_equal(dataset, logs)
     if name == "built":   # every generation is a partition of every table that has rows of it
         assert set(query.scan(dataset, "logs").collect()["generation"]) == {g.version for g in generations()}
         for known in generations():

@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from ..errors import DshAuditError
 from ..output import new_file_mode
 from .columns import DATASET_VERSION, PARTITIONS, TABLES
-from .unit import ExportedLog
+from .unit import Columns, ExportedLog
 
 MANIFEST = "_manifest.json"
 FORMAT = "dsh-audit/dataset"
@@ -62,10 +62,11 @@ def now() -> str:
 
 @dataclass(slots=True)
 class Batch:
-    """Logs' rows put but not yet written: by table and partition, the Arrow tables of each log; the logs by key
-    with their content hash, and the files that held their earlier rows (removed from them once it is written)."""
+    """Logs' rows put but not yet written: by table and partition, a list per column of the file's; the logs by
+    key with their content hash, and the files that held their earlier rows (removed from them once it is
+    written)."""
 
-    parts: dict[tuple[str, tuple[Any, ...]], list[pa.Table]] = field(default_factory=dict)
+    parts: dict[tuple[str, tuple[Any, ...]], Columns] = field(default_factory=dict)
     logs: dict[str, str] = field(default_factory=dict)
     earlier: dict[str, list[str]] = field(default_factory=dict)
     rows: int = 0
@@ -73,15 +74,15 @@ class Batch:
     def add(self, exported: ExportedLog, earlier: list[str]) -> None:
         self.logs[exported.key] = exported.sha256 or "unread"
         self.earlier[exported.key] = earlier
-        for table, arrow in exported.tables.items():
-            if arrow.num_rows == 0:
-                continue
-            self.rows += arrow.num_rows
-            # A file is one session, as a rule: one partition (a store's may span several)
-            where = sorted(set(zip(*(arrow[column].to_pylist() for column in PARTITIONS), strict=True)), key=str)
-            for values in where:
-                part = arrow if len(where) == 1 else arrow.filter(_in_partition(values))
-                self.parts.setdefault((table, values), []).append(part.drop_columns(list(PARTITIONS)))
+        for table, columns in exported.rows.items():
+            where = list(zip(*(columns[column] for column in PARTITIONS), strict=True))
+            self.rows += len(where)
+            places = set(where)   # one, as a rule: a file is one session (a store's may span several)
+            for place in places:
+                part = self.parts.setdefault((table, place), {column: [] for column in TABLES[table]})
+                chosen = None if len(places) == 1 else [k for k, at in enumerate(where) if at == place]
+                for column, kept in part.items():
+                    kept.extend(columns[column] if chosen is None else (columns[column][k] for k in chosen))
 
     def full(self) -> bool:
         return len(self.logs) >= BATCH_LOGS or self.rows >= BATCH_ROWS
@@ -180,10 +181,9 @@ class Dataset:
         for (table, values), parts in sorted(batch.parts.items(), key=str):
             folder = self._folder(table, *(f"{column}={_partition(value)}"
                                            for column, value in zip(PARTITIONS, values, strict=True)))
-            rows = pa.concat_tables(parts)
-            self._replace(folder / name, rows, table)
+            self._replace(folder / name, pa.Table.from_pydict(parts, schema=_file_schema(table)), table)
             relative = (folder / name).relative_to(self.root).as_posix()
-            for key in set(rows["key"].to_pylist()):
+            for key in set(parts["key"]):
                 holding[key].append(relative)
         written = {file for files in holding.values() for file in files}
         dropped: dict[str, set[str]] = {}
@@ -321,13 +321,6 @@ def _temporary(target: Path) -> Path:
 def _file_schema(table: str) -> pa.Schema:
     """The Arrow schema of a file of `table`: its declared columns (columns.TABLES)."""
     return pl.DataFrame(schema=TABLES[table]).to_arrow().schema
-
-
-def _in_partition(values: tuple[Any, ...]) -> pc.Expression:
-    """The rows whose partition columns hold `values` (None: null)."""
-    matches = [pc.field(column).is_null() if value is None else pc.field(column) == value
-               for column, value in zip(PARTITIONS, values, strict=True)]
-    return matches[0] & matches[1]
 
 
 def _partition(value: Any) -> str:
