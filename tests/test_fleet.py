@@ -440,6 +440,18 @@ def test_a_format_1_dataset_s_single_log_files_are_replaced_and_compacted(built:
     assert_same_rows(dataset, clean)
 
 
+def test_a_log_reached_through_a_linked_folder_is_the_log_at_its_real_path(built: Path, tmp_path: Path) -> None:
+    logs, linked, dataset = tmp_path / "logs", tmp_path / "linked", tmp_path / "fleet"
+    shutil.copytree(built, logs)
+    linked.symlink_to(logs, target_is_directory=True)
+    first = export([linked], dataset)
+    assert first.new == len(generations())
+    again = export([logs], dataset)
+    assert (again.new, again.skipped) == (0, len(generations()))
+    files = query.scan(dataset, "logs").collect()["file"].to_list()
+    assert sorted(files) == sorted(str(path) for path in logs.rglob("session*.jsonl*"))
+
+
 def test_a_log_exported_before_and_unreadable_now_keeps_its_rows(built: Path, tmp_path: Path) -> None:
     logs = tmp_path / "logs"
     shutil.copytree(built, logs)

@@ -3,8 +3,8 @@
 that hold its rows, and every run.
 
 Logs' rows are buffered and written as batches: one `batch-` file per table and partition for up to BATCH_LOGS
-logs (or BATCH_ROWS rows), named by the keys and content hashes it holds, each first to a hidden temporary name and
-then renamed, so writing the same batch again replaces it, never duplicates it. A batch is written before each
+logs (or BATCH_VALUES values), named by the keys and content hashes it holds, each first to a hidden temporary
+name and then renamed, so writing the same batch again replaces it, never duplicates it. A batch is written before each
 save of the manifest, which is saved (atomically) every CHECKPOINT_EVERY logs, or every tenth of the logs it names
 once that is more, and at the end of a run; files a crashed run wrote but the manifest does not name are removed
 when the dataset is next opened, and their logs exported again. dsh-audit writes only below folders it made
@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import stat
+import sys
 from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -46,9 +47,10 @@ COMPACTED = "compact-"   # the name of a merged file, which holds the rows of ma
 BATCHED = "batch-"       # a file of one batch of logs
 SINGLE = "part-"         # a file of one log's rows (dataset format 1, whose files are still read and replaced)
 # A batch's bounds: the driver's cost is a file per table and partition per batch, not per log (a write costs
-# pyarrow about 0.5 ms whatever its rows), and memory holds one batch's rows.
+# pyarrow about 0.5 ms whatever its rows), and memory holds one batch's values, about 47 bytes each as Python
+# objects (a 30 MB log has some 60,000: 20 of them in one batch held 56 MiB more): 12 MiB at most.
 BATCH_LOGS = 256
-BATCH_ROWS = 200_000
+BATCH_VALUES = 250_000
 
 
 class DatasetError(DshAuditError):
@@ -69,14 +71,14 @@ class Batch:
     parts: dict[tuple[str, tuple[Any, ...]], Columns] = field(default_factory=dict)
     logs: dict[str, str] = field(default_factory=dict)
     earlier: dict[str, list[str]] = field(default_factory=dict)
-    rows: int = 0
+    values: int = 0
 
     def add(self, exported: ExportedLog, earlier: list[str]) -> None:
         self.logs[exported.key] = exported.sha256 or "unread"
         self.earlier[exported.key] = earlier
         for table, columns in exported.rows.items():
             where = list(zip(*(columns[column] for column in PARTITIONS), strict=True))
-            self.rows += len(where)
+            self.values += len(where) * len(columns)
             places = set(where)   # one, as a rule: a file is one session (a store's may span several)
             for place in places:
                 part = self.parts.setdefault((table, place), {column: [] for column in TABLES[table]})
@@ -85,7 +87,7 @@ class Batch:
                     kept.extend(columns[column] if chosen is None else (columns[column][k] for k in chosen))
 
     def full(self) -> bool:
-        return len(self.logs) >= BATCH_LOGS or self.rows >= BATCH_ROWS
+        return len(self.logs) >= BATCH_LOGS or self.values >= BATCH_VALUES
 
     def name(self) -> str:
         """The batch's files' name, from what it holds: the same logs at the same content write the same name."""
@@ -306,6 +308,8 @@ def read_manifest(root: Path) -> dict[str, Any] | None:
     if not isinstance(version, int) or version > DATASET_VERSION:
         raise DatasetError(f"was written by a newer dsh-audit (dataset format {version}; this one reads up to "
                            f"{DATASET_VERSION}): upgrade dsh-audit; nothing was changed", path=str(path))
+    for entry in manifest.get("logs", {}).values():   # a batch's file names, once for all its logs: 0.4 KB a log
+        entry["files"] = [sys.intern(name) for name in entry.get("files", [])]
     return manifest
 
 

@@ -27,7 +27,7 @@ from ..readers.objects import RemoteLog, RemoteSource
 from ..readers.stream import is_stream
 from ..reports.cache_report import report_block
 from .dataset import Dataset, now
-from .unit import ExportedLog, ExportOptions, export_log, failed, log_key
+from .unit import ExportedLog, ExportOptions, export_log, failed, log_key, log_name
 
 ExportItem = tuple[Found, Path | None, ExportOptions]
 EXPORT_CHUNK = 2   # logs per task
@@ -114,7 +114,7 @@ def export(sources: Sequence[str | os.PathLike[str] | RemoteSource], root: Path,
     for file in found.files:
         if file in found.ambiguous:
             continue
-        key = log_key(_name(file))
+        key = log_key(file.url if isinstance(file, RemoteLog) else log_name(file))
         if _as_recorded(file, found.found_in.get(file), dataset.logs.get(key)):
             keys.append(key)
             summary.skipped += 1
@@ -141,7 +141,8 @@ def export(sources: Sequence[str | os.PathLike[str] | RemoteSource], root: Path,
 
 
 def _name(found: Found | Path) -> str:
-    """What names a log in the dataset (and gives its key): a file's absolute path, an object's URL."""
+    """What names an input that could not be read (and gives its key): its absolute path (a link's own: it is
+    refused, not followed), an object's URL."""
     return found.url if isinstance(found, RemoteLog) else os.path.abspath(found)
 
 

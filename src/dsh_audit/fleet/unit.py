@@ -47,7 +47,7 @@ class ExportedLog:
     of the time Arrow tables take, and the writer makes one table of a batch of logs."""
 
     key: str                      # log_key of the file's name
-    file: str                     # the file's absolute path
+    file: str                     # the file's real path (log_name), or an object's URL
     size: int | None              # bytes, None when it could not be opened
     sha256: str | None            # of its bytes, as read
     mtime_ns: int | None
@@ -64,8 +64,15 @@ class ExportedLog:
 
 
 def log_key(name: str) -> str:
-    """A log file's key in the dataset: from its absolute path (or URL), so the same file keeps its key."""
+    """A log file's key in the dataset: from its name (log_name, or an object's URL), so the same file keeps its
+    key."""
     return hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+
+
+def log_name(path: Path) -> str:
+    """What names a log file in the dataset: its real path, links in its folders resolved, so a log reached
+    through a linked folder is the log at its real path, not a second one."""
+    return os.path.realpath(path)
 
 
 def export_log(path: Path | RemoteLog, found_in: Path | None, options: ExportOptions) -> ExportedLog:
@@ -83,7 +90,7 @@ def export_log(path: Path | RemoteLog, found_in: Path | None, options: ExportOpt
             return failed(exported, str(error))
         read.mtime_ns = None   # the spool's copy's, not the object's
         return read
-    file = os.path.abspath(path)
+    file = log_name(path)
     return _exported(ExportedLog(log_key(file), file, None, None, None), path, found_in, options)
 
 
