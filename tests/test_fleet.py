@@ -25,7 +25,7 @@ from dsh_audit.cli.options import chosen_filter as cli_filter
 from dsh_audit.fleet import dataset as dataset_module
 from dsh_audit.fleet import export as export_module
 from dsh_audit.fleet import query
-from dsh_audit.fleet.columns import TABLES
+from dsh_audit.fleet.columns import CACHE_RENAMED, DATASET_VERSION, TABLES
 from dsh_audit.fleet.export import export
 from dsh_audit.fleet.unit import ExportedLog, ExportOptions, export_log
 from dsh_audit.generations import generations
@@ -97,6 +97,22 @@ def assert_verdicts_equal(dataset: Path, logs: Path) -> None:
     assert status["logs"].sum() == expected["logs"]
 
 
+def assert_log_rows_equal(dataset: Path, logs: Path) -> None:
+    """Each log's cache columns in the logs table are cache-report's per-log row of it (the unit sums its calls
+    in one pass of its own)."""
+    code, out, _ = run("cache-report", "--rows", "logs", "--json", str(logs))
+    assert code == 0
+    expected = {row["log"]: row for row in json.loads(out)["rows"]}
+    got = {row["log"]: row for row in query.scan(dataset, "logs").collect().iter_rows(named=True)
+           if row["log"] in expected}
+    assert got.keys() == expected.keys()
+    for label, row in expected.items():
+        for name, value in row.items():
+            if name not in ("log", "generation", "sessionId"):
+                mine = got[label][CACHE_RENAMED.get(name, name)]
+                assert mine == (pytest.approx(value) if isinstance(value, float) else value), (label, name)
+
+
 @pytest.mark.parametrize("name", ["built", "corpus", "home", "bench"])
 def test_the_dataset_s_totals_and_verdicts_are_cache_report_s_and_verify_s(name: str, built: Path, tmp_path: Path,
                                                                             bench_like: Path) -> None:
@@ -105,6 +121,7 @@ def test_the_dataset_s_totals_and_verdicts_are_cache_report_s_and_verify_s(name:
     assert code == (2 if name == "home" else 0), err
     assert_totals_equal(dataset, logs)
     assert_verdicts_equal(dataset, logs)
+    assert_log_rows_equal(dataset, logs)
     if name == "built":   # every generation is a partition of every table that has rows of it
         assert set(query.scan(dataset, "logs").collect()["generation"]) == {g.version for g in generations()}
         for known in generations():
@@ -129,7 +146,8 @@ def test_every_file_keeps_to_its_table_s_declared_columns(built: Path, tmp_path:
         assert got.names == declared.names, path
         assert [str(f.type).replace("large_", "") for f in got] == \
                [str(f.type).replace("large_", "") for f in declared], path
-        assert (pq.read_metadata(path).metadata or {}).get(b"dsh-audit-dataset") == f"{table}/1".encode()
+        stamp = (pq.read_metadata(path).metadata or {}).get(b"dsh-audit-dataset")
+        assert stamp == f"{table}/{DATASET_VERSION}".encode()
         part = path.relative_to(dataset / table).parts
         assert part[0].startswith("generation=") and part[1].startswith("date="), path
         seen.add(table)
@@ -180,6 +198,7 @@ def test_a_run_stopped_part_way_is_completed_by_the_next(built: Path, tmp_path: 
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     dataset, clean = tmp_path / "fleet", tmp_path / "clean"
     monkeypatch.setattr(dataset_module, "CHECKPOINT_EVERY", 2)
+    monkeypatch.setattr(dataset_module, "BATCH_LOGS", 1)   # the third log's batch is written, then the run stops
 
     def dies_after_three(unit: Any, items: Any, choice: Any) -> Iterator[ExportedLog]:
         for k, item in enumerate(items):
@@ -191,14 +210,17 @@ def test_a_run_stopped_part_way_is_completed_by_the_next(built: Path, tmp_path: 
         patched.setattr(export_module, "map_units", dies_after_three)
         export([built], dataset)
     saved = json.loads((dataset / "_manifest.json").read_text())
-    assert len(saved["logs"]) == 2   # the checkpoint after two; the third's files are orphans
+    assert len(saved["logs"]) == 2   # the checkpoint after two; the third's batch files are orphans
     assert [one["complete"] for one in saved["runs"]] == [False]
-    assert len({path.name for _, path in written_files(dataset)}) == 3
+    named = {name for entry in saved["logs"].values() for name in entry["files"]}
+    orphans = [path for _, path in written_files(dataset) if path.relative_to(dataset).as_posix() not in named]
+    assert len({path.name for _, path in written_files(dataset)}) == 3 and orphans
     stray = dataset / "calls" / ".part-x.parquet.1.tmp"
     stray.write_bytes(b"half")
+    dataset_module.Dataset.open(dataset)   # what the next run does first
+    assert not stray.exists() and not any(path.exists() for path in orphans)
     summary = export([built], dataset)
     assert (summary.new, summary.skipped) == (len(generations()) - 2, 2)
-    assert not stray.exists()
     assert [one["complete"] for one in json.loads((dataset / "_manifest.json").read_text())["runs"]] == [False, True]
     export([built], clean)
     assert_same_rows(dataset, clean)
@@ -351,12 +373,13 @@ def test_small_files_are_compacted_and_a_compacted_log_can_still_be_replaced(bui
     for copy in range(4):   # four sessions of each generation: several logs in each partition folder
         shutil.copytree(built, logs / f"copy{copy}")
     monkeypatch.setattr(dataset_module, "COMPACT_AT", 2)
+    monkeypatch.setattr(dataset_module, "BATCH_LOGS", 2)   # batches of two logs: four files in each partition
     dataset, clean = tmp_path / "fleet", tmp_path / "clean"
     summary = export([logs], dataset)
     assert summary.compacted > 0
     names = {path.name for _, path in written_files(dataset)}
     assert any(name.startswith("compact-") for name in names)
-    assert not any(name.startswith("part-") for name in names)
+    assert not any(name.startswith("batch-") for name in names)
     manifest = json.loads((dataset / "_manifest.json").read_text())
     named = {name for entry in manifest["logs"].values() for name in entry["files"]}
     assert named == {path.relative_to(dataset).as_posix() for _, path in written_files(dataset)}
@@ -368,6 +391,66 @@ def test_small_files_are_compacted_and_a_compacted_log_can_still_be_replaced(bui
     export([logs], clean)
     assert_same_rows(dataset, clean)
     assert_totals_equal(dataset, logs)
+
+
+def test_a_changed_log_is_removed_from_its_batch_file_which_keeps_the_others(built: Path, tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    for copy in range(3):   # three sessions of each generation: each batch file holds several logs
+        shutil.copytree(built, logs / f"copy{copy}")
+    dataset, clean = tmp_path / "fleet", tmp_path / "clean"
+    export([logs], dataset)
+    [batch] = {path.name for _, path in written_files(dataset)}
+    write_log(logs / "copy1" / "v4", 4, log_text(4, turns=5))
+    again = export([logs], dataset)
+    assert again.replaced == 1
+    manifest = json.loads((dataset / "_manifest.json").read_text())
+    named = {name for entry in manifest["logs"].values() for name in entry["files"]}
+    assert named == {path.relative_to(dataset).as_posix() for _, path in written_files(dataset)}
+    changed = next(entry for entry in manifest["logs"].values() if "copy1/v4" in entry["file"])
+    assert not any(name.endswith(batch) for name in changed["files"])   # its rows left the batch file,
+    assert any(name.endswith(batch) for name in named)                  # which still holds the others
+    export([logs], clean)
+    assert_same_rows(dataset, clean)
+    assert_totals_equal(dataset, logs)
+
+
+def test_a_format_1_dataset_s_single_log_files_are_replaced_and_compacted(built: Path, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dataset written before batches: a file per log (`part-`), which a changed log's rows leave whole."""
+    logs = tmp_path / "logs"
+    for copy in range(3):
+        shutil.copytree(built, logs / f"copy{copy}")
+    dataset, clean = tmp_path / "fleet", tmp_path / "clean"
+    monkeypatch.setattr(dataset_module, "BATCH_LOGS", 1)
+    export([logs], dataset)
+    manifest = json.loads((dataset / "_manifest.json").read_text())
+    for key, entry in manifest["logs"].items():   # renamed as format 1 named them: one file per log
+        singles = [re.sub(r"/batch-(\w+)", rf"/part-{key}-\1", name) for name in entry["files"]]
+        for name, single in zip(entry["files"], singles, strict=True):
+            os.replace(dataset / name, dataset / single)
+        entry["files"] = singles
+    manifest["version"] = 1
+    (dataset / "_manifest.json").write_text(json.dumps(manifest))
+    write_log(logs / "copy1" / "v4", 4, log_text(4, turns=5))
+    monkeypatch.setattr(dataset_module, "COMPACT_AT", 2)
+    again = export([logs], dataset)
+    assert (again.replaced, again.compacted > 0) == (1, True)
+    assert json.loads((dataset / "_manifest.json").read_text())["version"] == DATASET_VERSION
+    assert not any(path.name.startswith("part-") for _, path in written_files(dataset))
+    export([logs], clean)
+    assert_same_rows(dataset, clean)
+
+
+def test_a_log_reached_through_a_linked_folder_is_the_log_at_its_real_path(built: Path, tmp_path: Path) -> None:
+    logs, linked, dataset = tmp_path / "logs", tmp_path / "linked", tmp_path / "fleet"
+    shutil.copytree(built, logs)
+    linked.symlink_to(logs, target_is_directory=True)
+    first = export([linked], dataset)
+    assert first.new == len(generations())
+    again = export([logs], dataset)
+    assert (again.new, again.skipped) == (0, len(generations()))
+    files = query.scan(dataset, "logs").collect()["file"].to_list()
+    assert sorted(files) == sorted(str(path) for path in logs.rglob("session*.jsonl*"))
 
 
 def test_a_log_exported_before_and_unreadable_now_keeps_its_rows(built: Path, tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import polars as pl
 from ..reports.cache_report import LOG_COLUMNS, REQUEST_COLUMNS
 from ..reports.header_diff import COLUMNS as HEADER_COLUMNS
 
-DATASET_VERSION = 1
+DATASET_VERSION = 2
 PARTITIONS: dict[str, Any] = {"generation": pl.Int64, "date": pl.Date}
 
 # cache-report's per-log row, but for its notes, which are not verify's count of notes

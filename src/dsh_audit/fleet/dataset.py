@@ -2,12 +2,13 @@
 `date=YYYY-MM-DD`, and `_manifest.json`, which names every log exported, its size, content hash and the files
 that hold its rows, and every run.
 
-Each log file's rows are written to files named by its key and content hash, each first to a hidden temporary
-name and then renamed: a retried unit writes the same names again and never duplicates rows. The manifest is
-saved (atomically) every CHECKPOINT_EVERY logs, or every tenth of the logs it names once that is more, and at the
-end of a run; files a crashed run wrote but the manifest
-does not name are removed when the dataset is next opened, and their logs exported again. dsh-audit writes only
-below folders it made itself and never through a link (readers/found.py: the house rule)."""
+Logs' rows are buffered and written as batches: one `batch-` file per table and partition for up to BATCH_LOGS
+logs (or BATCH_VALUES values), named by the keys and content hashes it holds, each first to a hidden temporary
+name and then renamed, so writing the same batch again replaces it, never duplicates it. A batch is written before each
+save of the manifest, which is saved (atomically) every CHECKPOINT_EVERY logs, or every tenth of the logs it names
+once that is more, and at the end of a run; files a crashed run wrote but the manifest does not name are removed
+when the dataset is next opened, and their logs exported again. dsh-audit writes only below folders it made
+itself and never through a link (readers/found.py: the house rule)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import hashlib
 import json
 import os
 import stat
+import sys
 from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -30,7 +32,7 @@ import pyarrow.parquet as pq
 from ..errors import DshAuditError
 from ..output import new_file_mode
 from .columns import DATASET_VERSION, PARTITIONS, TABLES
-from .unit import ExportedLog
+from .unit import Columns, ExportedLog
 
 MANIFEST = "_manifest.json"
 FORMAT = "dsh-audit/dataset"
@@ -40,8 +42,15 @@ CHECKPOINT_EVERY = 200   # logs written between two saves of the manifest, at le
 # quadratic in the dataset's size (1 M logs: some 7 CPU-hours); saving after a tenth more keeps them linear, and a
 # crash costs at most a tenth of the dataset's logs read again.
 CHECKPOINT_SHARE = 10
-COMPACT_AT = 64          # per-log files a partition folder may hold before they are merged into one
+COMPACT_AT = 64          # written files a partition folder may hold before they are merged into one
 COMPACTED = "compact-"   # the name of a merged file, which holds the rows of many logs
+BATCHED = "batch-"       # a file of one batch of logs
+SINGLE = "part-"         # a file of one log's rows (dataset format 1, whose files are still read and replaced)
+# A batch's bounds: the driver's cost is a file per table and partition per batch, not per log (a write costs
+# pyarrow about 0.5 ms whatever its rows), and memory holds one batch's values, about 47 bytes each as Python
+# objects (a 30 MB log has some 60,000: 20 of them in one batch held 56 MiB more): 12 MiB at most.
+BATCH_LOGS = 256
+BATCH_VALUES = 250_000
 
 
 class DatasetError(DshAuditError):
@@ -54,12 +63,46 @@ def now() -> str:
 
 
 @dataclass(slots=True)
+class Batch:
+    """Logs' rows put but not yet written: by table and partition, a list per column of the file's; the logs by
+    key with their content hash, and the files that held their earlier rows (removed from them once it is
+    written)."""
+
+    parts: dict[tuple[str, tuple[Any, ...]], Columns] = field(default_factory=dict)
+    logs: dict[str, str] = field(default_factory=dict)
+    earlier: dict[str, list[str]] = field(default_factory=dict)
+    values: int = 0
+
+    def add(self, exported: ExportedLog, earlier: list[str]) -> None:
+        self.logs[exported.key] = exported.sha256 or "unread"
+        self.earlier[exported.key] = earlier
+        for table, columns in exported.rows.items():
+            where = list(zip(*(columns[column] for column in PARTITIONS), strict=True))
+            self.values += len(where) * len(columns)
+            places = set(where)   # one, as a rule: a file is one session (a store's may span several)
+            for place in places:
+                part = self.parts.setdefault((table, place), {column: [] for column in TABLES[table]})
+                chosen = None if len(places) == 1 else [k for k, at in enumerate(where) if at == place]
+                for column, kept in part.items():
+                    kept.extend(columns[column] if chosen is None else (columns[column][k] for k in chosen))
+
+    def full(self) -> bool:
+        return len(self.logs) >= BATCH_LOGS or self.values >= BATCH_VALUES
+
+    def name(self) -> str:
+        """The batch's files' name, from what it holds: the same logs at the same content write the same name."""
+        held = "\n".join(f"{key} {sha}" for key, sha in sorted(self.logs.items()))
+        return f"{BATCHED}{hashlib.sha256(held.encode()).hexdigest()[:16]}.parquet"
+
+
+@dataclass(slots=True)
 class Dataset:
     """An open dataset: its folder and its manifest as read, changed as logs are written."""
 
     root: Path
     manifest: dict[str, Any]
     unsaved: int = 0
+    batch: Batch = field(default_factory=Batch)
     _made: set[Path] = field(default_factory=set)   # folders checked or made during this run
 
     @property
@@ -81,14 +124,16 @@ class Dataset:
             if any(root.iterdir()):
                 raise DatasetError("is neither a dsh-audit dataset (no _manifest.json) nor empty: name a new or "
                                    "empty folder", path=str(root))
-            manifest = {"format": FORMAT, "version": DATASET_VERSION, "logs": {}, "runs": []}
+            dataset = cls(root, {"format": FORMAT, "version": DATASET_VERSION, "logs": {}, "runs": []})
+            dataset.save()   # now: a run that stops before its first checkpoint leaves a dataset, not a stray folder
+            return dataset
         dataset = cls(root, manifest)
         dataset.sweep()
         return dataset
 
     def sweep(self) -> None:
-        """Remove what no manifest entry names: temporary files and the part files of a run that stopped before
-        it saved the manifest (their logs are not in it, so they are exported again)."""
+        """Remove what no manifest entry names: temporary files and the files of a run that stopped before it
+        saved the manifest (their logs are not in it, so they are exported again)."""
         named = {name for entry in self.logs.values() for name in entry["files"]}
         for table in TABLES:
             folder = self.root / table
@@ -100,9 +145,10 @@ class Dataset:
                     path.unlink()
 
     def put(self, exported: ExportedLog, run: int) -> str:
-        """Write one log file's rows and name them in the manifest, replacing what it held of an earlier
-        version of the file. Returns what was done: new, replaced, unchanged (the same content hash), or kept (it
-        cannot be read now: its rows from an earlier run stay, nothing exported is lost)."""
+        """Name one log file in the manifest and buffer its rows in the batch, replacing what it held of an
+        earlier version of the file once the batch is written. Returns what was done: new, replaced, unchanged
+        (the same content hash), or kept (it cannot be read now: its rows from an earlier run stay, nothing
+        exported is lost)."""
         before = self.logs.get(exported.key)
         if before is not None and before["status"] == "read":
             if exported.error is not None:
@@ -111,35 +157,45 @@ class Dataset:
             if before["sha256"] == exported.sha256:
                 before.update(mtimeNs=exported.mtime_ns, version=exported.version, run=run)   # touched, not changed
                 return "unchanged"
-        written = self._write(exported)
+        if exported.key in self.batch.logs:   # put twice in one batch: the first one's rows are written first
+            self.flush()
+        self.batch.add(exported, before["files"] if before is not None else [])
         self.logs[exported.key] = {
             "file": exported.file, "size": exported.size, "sha256": exported.sha256, "mtimeNs": exported.mtime_ns,
             "version": exported.version,
             "status": "unreadable" if exported.error else "read", "error": exported.error,
-            "blocks": exported.blocks, "files": written, "run": run}
-        for name in before["files"] if before is not None else []:   # its earlier rows, in files of other names
-            if name not in written:
-                self._drop(exported.key, name)
+            "blocks": exported.blocks, "files": [], "run": run}
         self.unsaved += 1
         if self.unsaved >= max(CHECKPOINT_EVERY, len(self.logs) // CHECKPOINT_SHARE):
             self.save()
+        elif self.batch.full():
+            self.flush()
         return "new" if before is None else "replaced"
 
-    def _write(self, exported: ExportedLog) -> list[str]:
-        name = f"part-{exported.key}-{(exported.sha256 or 'unread')[:16]}.parquet"
-        written = []
-        for table, arrow in exported.tables.items():
-            if arrow.num_rows == 0:
-                continue
-            # A file is one session, as a rule: one partition, written as it is (a store's may span several)
-            where = sorted(set(zip(*(arrow[column].to_pylist() for column in PARTITIONS), strict=True)), key=str)
-            for values in where:
-                folder = self._folder(table, *(f"{column}={_partition(value)}"
-                                               for column, value in zip(PARTITIONS, values, strict=True)))
-                part = arrow if len(where) == 1 else arrow.filter(_in_partition(values))
-                self._replace(folder / name, part.drop_columns(list(PARTITIONS)), table)
-                written.append((folder / name).relative_to(self.root).as_posix())
-        return written
+    def flush(self) -> None:
+        """Write the batch: a file per table and partition, named in its logs' entries; then remove the logs'
+        earlier rows from the files that held them."""
+        batch, self.batch = self.batch, Batch()
+        if not batch.logs:
+            return
+        name = batch.name()
+        holding: dict[str, list[str]] = {key: [] for key in batch.logs}
+        for (table, values), parts in sorted(batch.parts.items(), key=str):
+            folder = self._folder(table, *(f"{column}={_partition(value)}"
+                                           for column, value in zip(PARTITIONS, values, strict=True)))
+            self._replace(folder / name, pa.Table.from_pydict(parts, schema=_file_schema(table)), table)
+            relative = (folder / name).relative_to(self.root).as_posix()
+            for key in set(parts["key"]):
+                holding[key].append(relative)
+        written = {file for files in holding.values() for file in files}
+        dropped: dict[str, set[str]] = {}
+        for key, files in holding.items():
+            self.logs[key]["files"] = files
+            for earlier in batch.earlier[key]:
+                if earlier not in written:
+                    dropped.setdefault(earlier, set()).add(key)
+        for file, keys in sorted(dropped.items()):
+            self._drop(file, keys)
 
     def _replace(self, target: Path, rows: pa.Table, table: str) -> None:
         """`rows` written to a hidden name beside `target`, in the table's declared columns, then renamed onto
@@ -166,30 +222,36 @@ class Dataset:
             self._made.add(folder)
         return folder
 
-    def _drop(self, key: str, name: str) -> None:
-        """Remove `key`'s rows from the file `name`: a file of its own is deleted, a compacted one rewritten
-        without them (under the same name: the manifest still names it for the other logs)."""
+    def _drop(self, name: str, keys: set[str]) -> None:
+        """Remove the rows of the logs `keys` from the file `name`: a file of one log's is deleted, one of many
+        logs' rewritten without them (under the same name: the manifest still names it for the others), or
+        deleted once no log's rows are left (no entry names it then)."""
         path = self.root / name
-        if not path.name.startswith(COMPACTED):
+        if path.name.startswith(SINGLE):
             path.unlink(missing_ok=True)
             return
-        kept = pq.read_table(path).filter(pc.field("key") != key)
+        try:
+            kept = pq.read_table(path).filter(~pc.field("key").isin(sorted(keys)))
+        except FileNotFoundError:   # removed with the last of its logs' rows before a crash
+            return
         if kept.num_rows:
             self._replace(path, kept, name.split("/", 1)[0])
-        else:   # no log's rows left: no entry names it once the manifest is saved, and a sweep would remove it
+        else:
             path.unlink()
 
     def compact(self) -> int:
-        """Merge the per-log files of each partition folder that holds more than COMPACT_AT into one file,
-        streamed (memory holds one log's rows), and name it in the manifest in their place. Returns how many
-        files were merged. Atomic: the merged file is renamed into place, the manifest saved, and only then the
-        merged files removed; a crash between leaves files no entry names, which the next open sweeps."""
+        """Merge the written files (batches, or single logs') of each partition folder that holds more than
+        COMPACT_AT into one file, streamed (memory holds one file's rows), and name it in the manifest in their
+        place. Returns how many files were merged. Atomic: the merged file is renamed into place, the manifest
+        saved, and only then the merged files removed; a crash between leaves files no entry names, which the
+        next open sweeps."""
+        self.flush()
         merged: dict[str, str] = {}
         for table in TABLES:
             folder = self.root / table
             for partition in sorted(_folders_below(folder)) if folder.is_dir() else []:
                 parts = sorted(entry.name for entry in os.scandir(partition)
-                               if entry.name.startswith("part-") and entry.is_file(follow_symlinks=False))
+                               if entry.name.startswith((BATCHED, SINGLE)) and entry.is_file(follow_symlinks=False))
                 if len(parts) > COMPACT_AT:
                     merged.update(self._merge(table, partition, parts))
         if not merged:
@@ -215,7 +277,8 @@ class Dataset:
         return {f"{relative}/{name}": f"{relative}/{target.name}" for name in parts}
 
     def save(self) -> None:
-        """The manifest written to a hidden name, then renamed over the old one."""
+        """The batch written, then the manifest written to a hidden name and renamed over the old one."""
+        self.flush()
         self.manifest.update(format=FORMAT, version=DATASET_VERSION)
         temporary = _temporary(self.root / MANIFEST)
         temporary.write_text(json.dumps(self.manifest, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -245,6 +308,8 @@ def read_manifest(root: Path) -> dict[str, Any] | None:
     if not isinstance(version, int) or version > DATASET_VERSION:
         raise DatasetError(f"was written by a newer dsh-audit (dataset format {version}; this one reads up to "
                            f"{DATASET_VERSION}): upgrade dsh-audit; nothing was changed", path=str(path))
+    for entry in manifest.get("logs", {}).values():   # a batch's file names, once for all its logs: 0.4 KB a log
+        entry["files"] = [sys.intern(name) for name in entry.get("files", [])]
     return manifest
 
 
@@ -260,13 +325,6 @@ def _temporary(target: Path) -> Path:
 def _file_schema(table: str) -> pa.Schema:
     """The Arrow schema of a file of `table`: its declared columns (columns.TABLES)."""
     return pl.DataFrame(schema=TABLES[table]).to_arrow().schema
-
-
-def _in_partition(values: tuple[Any, ...]) -> pc.Expression:
-    """The rows whose partition columns hold `values` (None: null)."""
-    matches = [pc.field(column).is_null() if value is None else pc.field(column) == value
-               for column, value in zip(PARTITIONS, values, strict=True)]
-    return matches[0] & matches[1]
 
 
 def _partition(value: Any) -> str:

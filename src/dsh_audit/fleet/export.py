@@ -1,7 +1,8 @@
 """`audit export`'s driver: find the logs of SRC (as verify finds them), plan the run against the dataset's
 manifest (a log file whose size and modification time are those recorded is skipped unread), map the unit of
-work (unit.export_log) over the rest through the engine given, and write each result as it arrives, so memory
-holds the rows of the logs in flight (tasks of EXPORT_CHUNK logs, a few per worker), whatever the run's size.
+work (unit.export_log) over the rest through the engine given, and hand each result as it arrives to the
+dataset, which writes them in batches, so memory holds the rows of the logs in flight (tasks of EXPORT_CHUNK
+logs, a few per worker) and of one batch (dataset.BATCH_LOGS), whatever the run's size.
 
 The directory gate's rules hold: a folder that cannot be listed, a link with a log's name, a directory with no
 log, a file that cannot be read, each is a failed `logs` row, never a silent skip (verify.verify_paths)."""
@@ -26,7 +27,7 @@ from ..readers.objects import RemoteLog, RemoteSource
 from ..readers.stream import is_stream
 from ..reports.cache_report import report_block
 from .dataset import Dataset, now
-from .unit import ExportedLog, ExportOptions, export_log, failed, log_key
+from .unit import ExportedLog, ExportOptions, export_log, failed, log_key, log_name
 
 ExportItem = tuple[Found, Path | None, ExportOptions]
 EXPORT_CHUNK = 2   # logs per task
@@ -113,7 +114,7 @@ def export(sources: Sequence[str | os.PathLike[str] | RemoteSource], root: Path,
     for file in found.files:
         if file in found.ambiguous:
             continue
-        key = log_key(_name(file))
+        key = log_key(file.url if isinstance(file, RemoteLog) else log_name(file))
         if _as_recorded(file, found.found_in.get(file), dataset.logs.get(key)):
             keys.append(key)
             summary.skipped += 1
@@ -140,7 +141,8 @@ def export(sources: Sequence[str | os.PathLike[str] | RemoteSource], root: Path,
 
 
 def _name(found: Found | Path) -> str:
-    """What names a log in the dataset (and gives its key): a file's absolute path, an object's URL."""
+    """What names an input that could not be read (and gives its key): its absolute path (a link's own: it is
+    refused, not followed), an object's URL."""
     return found.url if isinstance(found, RemoteLog) else os.path.abspath(found)
 
 
