@@ -282,12 +282,13 @@ def killed_mid_export(address: str, client: Any, tmp_path: Path, monkeypatch: py
     real, seen = export_module.map_units, []
 
     def killing_one_worker(unit: Any, items: Any, choice: EngineChoice) -> Iterator[Any]:
-        for result in real(unit, items, choice):
-            seen.append(result.key)
-            if len(seen) == 6:   # mid-run: chunks are queued or running on both workers
+        for task in real(unit, items, choice):
+            seen.extend(result.key for result in task)
+            if len(seen) == 6:   # mid-run: tasks are queued or running on both workers
                 os.kill(victim, signal.SIGKILL)
-            yield result
+            yield task
 
+    monkeypatch.setattr(export_module, "TASK_LOGS", 2)   # 30 tasks, not two: the kill falls mid-run
     monkeypatch.setattr(export_module, "map_units", killing_one_worker)
     summary = export_module.export([logs], tmp_path / "fleet", engine=EngineChoice("dask", address=address))
     monkeypatch.undo()

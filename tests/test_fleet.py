@@ -194,11 +194,27 @@ def test_an_unchanged_log_is_skipped_and_a_changed_one_replaces_its_rows(built: 
     assert query.scan(dataset, "logs").collect().height == len(generations())
 
 
+def test_tasks_take_many_small_logs_and_a_big_one_alone(tmp_path: Path) -> None:
+    """The engine's cost per task is shared by many small logs; a big log's rows are never in flight with
+    others'. Order is kept, every log is in one task."""
+    sizes = [1_000] * 40 + [export_module.TASK_BYTES + 1] + [export_module.TASK_BYTES // 3] * 4 + [10]
+    items = []
+    for k, size in enumerate(sizes):
+        (tmp_path / f"{k:02}.jsonl").write_bytes(b"x" * size)
+        items.append((tmp_path / f"{k:02}.jsonl", None, ExportOptions()))
+    cut = export_module.tasks(items)
+    assert [item for task in cut for item in task] == items
+    assert [len(task) for task in cut] == [export_module.TASK_LOGS, 8, 1, 3, 2]
+    assert all(sum(sizes[items.index(item)] for item in task) <= export_module.TASK_BYTES
+               for task in cut if len(task) > 1)
+
+
 def test_a_run_stopped_part_way_is_completed_by_the_next(built: Path, tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     dataset, clean = tmp_path / "fleet", tmp_path / "clean"
     monkeypatch.setattr(dataset_module, "CHECKPOINT_EVERY", 2)
     monkeypatch.setattr(dataset_module, "BATCH_LOGS", 1)   # the third log's batch is written, then the run stops
+    monkeypatch.setattr(export_module, "TASK_LOGS", 1)   # a task per log: the fourth log's is the one that dies
 
     def dies_after_three(unit: Any, items: Any, choice: Any) -> Iterator[ExportedLog]:
         for k, item in enumerate(items):

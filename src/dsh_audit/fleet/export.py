@@ -1,8 +1,8 @@
 """`audit export`'s driver: find the logs of SRC (as verify finds them), plan the run against the dataset's
 manifest (a log file whose size and modification time are those recorded is skipped unread), map the unit of
 work (unit.export_log) over the rest through the engine given, and hand each result as it arrives to the
-dataset, which writes them in batches, so memory holds the rows of the logs in flight (tasks of EXPORT_CHUNK
-logs, a few per worker) and of one batch (dataset.BATCH_LOGS), whatever the run's size.
+dataset, which writes them in batches, so memory holds the rows of the logs in flight (tasks of at most
+TASK_LOGS logs and TASK_BYTES of them, a few per worker) and of one batch (dataset.BATCH_LOGS), whatever the run's size.
 
 The directory gate's rules hold: a folder that cannot be listed, a link with a log's name, a directory with no
 log, a file that cannot be read, each is a failed `logs` row, never a silent skip (verify.verify_paths)."""
@@ -30,12 +30,45 @@ from .dataset import Dataset, now
 from .unit import ExportedLog, ExportOptions, export_log, failed, log_key, log_name
 
 ExportItem = tuple[Found, Path | None, ExportOptions]
-EXPORT_CHUNK = 2   # logs per task
+# A task is at most TASK_LOGS logs and TASK_BYTES of them (one log at least): small logs go many to a task, so the
+# engine's cost per task (Dask's scheduling, the results' transfer) is shared; a big log goes alone, so the rows in
+# flight (a log's rows are its largest part) stay bounded by bytes, not by a count of logs.
+TASK_LOGS = 32
+TASK_BYTES = 4 << 20
 
 
 def export_item(item: ExportItem) -> ExportedLog:
-    """The unit of work as an engine maps it (dsh_audit.engines.map_units): one item, one exported log."""
+    """The unit of work on one item: one exported log."""
     return export_log(*item)
+
+
+def export_task(task: list[ExportItem]) -> list[ExportedLog]:
+    """The unit of work as an engine maps it (dsh_audit.engines.map_units): a task of items, their logs."""
+    return [export_log(*item) for item in task]
+
+
+def tasks(items: list[ExportItem]) -> list[list[ExportItem]]:
+    """`items` in their order, cut into tasks of at most TASK_LOGS logs and TASK_BYTES (a log over it alone)."""
+    cut: list[list[ExportItem]] = []
+    task: list[ExportItem] = []
+    held = 0
+    for item in items:
+        size = _size(item[0])
+        if task and (len(task) == TASK_LOGS or held + size > TASK_BYTES):
+            cut.append(task)
+            task, held = [], 0
+        task.append(item)
+        held += size
+    return [*cut, task] if task else cut
+
+
+def _size(file: Found) -> int:
+    if isinstance(file, RemoteLog):
+        return file.size or 0
+    try:
+        return os.stat(file).st_size
+    except OSError:
+        return 0   # the unit says why it cannot be read
 
 
 @dataclass(slots=True)
@@ -121,11 +154,11 @@ def export(sources: Sequence[str | os.PathLike[str] | RemoteSource], root: Path,
         else:
             todo.append((file, found.found_in.get(file), options))
     # forkserver: a pool worker forked from this process, whose Arrow and polars threads may hold their locks
-    # while it writes, can deadlock. Tasks of at most EXPORT_CHUNK logs: the engine holds a few tasks' results per
-    # worker, and a log's rows are its largest part.
-    choice = msgspec.structs.replace(engine or EngineChoice(), start_method="forkserver", chunk_cap=EXPORT_CHUNK)
-    for exported in map_units(export_item, todo, choice):
-        done(exported)
+    # while it writes, can deadlock. One task per chunk: the engine holds a few tasks' results per worker.
+    choice = msgspec.structs.replace(engine or EngineChoice(), start_method="forkserver", chunk_cap=1)
+    for exported_task in map_units(export_task, tasks(todo), choice):
+        for exported in exported_task:
+            done(exported)
     summary.files = len(keys)
     blocks = [tuple(block) for key in keys for block in dataset.logs[key]["blocks"]]
     summary.cache_block, summary.cache_block_basis = report_block([(str(label), int(size))
