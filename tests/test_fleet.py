@@ -284,6 +284,30 @@ def test_bad_sources_are_failed_rows_or_usage_errors_as_verify_makes_them(tmp_pa
     assert code == run("verify", str(tmp_path / "missing"))[0] == 2 and err.count("\n") == 1
 
 
+def test_a_log_whose_cache_figures_cannot_be_made_is_named_and_exits_2_as_cache_report_does(
+        built: Path, tmp_path: Path) -> None:
+    """Its verify and header rows are exported; its logs row says why as cacheError; the run names it on stderr
+    in cache-report's own words and exits 2; the other logs' figures are whole."""
+    sample = Path(__file__).resolve().parents[1] / "sample_logs" / "compaction-recovery" / "session.jsonl"
+    over = tmp_path / "over" / "session.jsonl"
+    over.parent.mkdir()
+    text = sample.read_text(encoding="utf-8")
+    assert '"usage":{"inputTokens":24' in text
+    over.write_text(text.replace('"usage":{"inputTokens":24', '"usage":{"inputTokens":9223372036854775000'),
+                    encoding="utf-8")
+    refused, _, said = run("cache-report", str(over))
+    dataset = tmp_path / "fleet"
+    code, out, err = run("export", str(built / "v3"), str(over.parent), "--to", str(dataset), "--json")
+    assert code == refused == 2 and said.strip() in err and err.count("\n") == 1
+    document = json.loads(out)
+    assert [one["input"] for one in document["withoutCacheFigures"]] == [str(over)]
+    assert document["unreadable"] == [] and document["new"] == 2
+    rows = query.scan(dataset, "logs").collect().filter(pl.col("file") == str(over))
+    assert rows["cacheError"].to_list() == [said.strip().removeprefix("audit: ")]
+    assert rows["status"].to_list() != ["unreadable"] and rows["costUsd"].to_list() == [None]
+    assert_totals_equal(dataset, built / "v3")
+
+
 def test_the_unit_of_work_is_picklable_and_self_describing(built: Path) -> None:
     [log] = (built / "v3").glob("session*.jsonl")
     exported = pickle.loads(pickle.dumps(export_log(log, None, ExportOptions())))

@@ -34,8 +34,9 @@ Examples:
   audit export logs/ --to fleet/ --engine dask --address tcp://10.0.0.5:8786   on a Dask cluster
   audit query fleet/ --question waste --by model  then ask it (or read it with polars or DuckDB: docs/fleet.md)
 Exit codes: 0 exported, 2 an input could not be read (it is a failed row of the logs table; everything else is
-exported), a dataset of a newer dsh-audit, an unwritable dataset or bad usage, 3 internal error, 130
-interrupted (what was written stays; the next run completes it).""")
+exported) or a log's cache figures could not be made (its cacheError, as cache-report says it), a dataset of a
+newer dsh-audit, an unwritable dataset or bad usage, 3 internal error, 130 interrupted (what was written stays;
+the next run completes it).""")
 @LOGS_ARGUMENT
 @click.option("--to", "to", required=True, type=click.Path(path_type=Path, file_okay=False),
               help="The dataset folder: made if new; a dataset made by audit export is updated in place.")
@@ -66,10 +67,11 @@ def export(logs: tuple[Path | str, ...], to: Path, jobs: int, engine: str, addre
         for line in (f"exported to {summary.dataset}: {summary.files} log file(s), {summary.new} new, "
                      f"{summary.replaced} replaced, {summary.unchanged} unchanged, {summary.skipped} skipped (as "
                      f"recorded), {len(summary.unreadable)} unreadable ({summary.kept} of them kept from an "
-                     "earlier run)",
+                     "earlier run)" + (f", {len(summary.without_cache)} without cache figures (cacheError in its "
+                                       "logs row)" if summary.without_cache else ""),
                      f"{summary.sessions} session(s) in the dataset; cache block {summary.cache_block} "
                      f"({summary.cache_block_basis})"):
             click.echo(textwrap.fill(printable(line), width, subsequent_indent="  ", break_on_hyphens=False))
-    for name, why in summary.unreadable:
+    for name, why in (*summary.unreadable, *summary.without_cache):
         click.echo(printable(f"audit: {why}" if why.startswith(name) else f"audit: {name}: {why}"), err=True)
-    return EXIT_UNREADABLE if summary.unreadable else EXIT_CLEAN
+    return EXIT_UNREADABLE if summary.unreadable or summary.without_cache else EXIT_CLEAN

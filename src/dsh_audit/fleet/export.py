@@ -83,6 +83,9 @@ class ExportSummary:
     kept: int = 0           # exported before, unreadable now: its earlier rows kept (and it is in `unreadable`)
     skipped: int = 0        # not read: size and modification time as recorded
     unreadable: list[tuple[str, str]] = field(default_factory=list)   # (input, why)
+    # read and exported, but without cache-report's figures (its logs row says why, as cacheError): what
+    # cache-report itself refuses, one line, exit 2
+    without_cache: list[tuple[str, str]] = field(default_factory=list)   # (input, why)
     older_generations: int = 0
     ignored: int = 0
     sessions: int = 0       # session logs in the dataset after the run
@@ -94,6 +97,7 @@ class ExportSummary:
         return {"dataset": self.dataset, "files": self.files, "new": self.new, "replaced": self.replaced,
                 "unchanged": self.unchanged, "kept": self.kept, "skipped": self.skipped,
                 "unreadable": [{"input": name, "reason": why} for name, why in self.unreadable],
+                "withoutCacheFigures": [{"input": name, "reason": why} for name, why in self.without_cache],
                 "olderGenerations": self.older_generations, "ignored": self.ignored, "sessions": self.sessions,
                 "cacheBlock": self.cache_block, "cacheBlockBasis": self.cache_block_basis,
                 "compacted": self.compacted}
@@ -140,6 +144,8 @@ def export(sources: Sequence[str | os.PathLike[str] | RemoteSource], root: Path,
         setattr(summary, outcome, getattr(summary, outcome) + 1)
         if exported.error is not None:
             summary.unreadable.append((exported.file, exported.error))
+        elif exported.cache_error is not None:
+            summary.without_cache.append((exported.file, exported.cache_error))
 
     for name, why in _not_read(found):
         done(failed(ExportedLog(log_key(name), name, None, None, None), why))

@@ -54,6 +54,7 @@ class ExportedLog:
     rows: dict[str, Columns] = field(default_factory=dict)
     blocks: list[tuple[str, int]] = field(default_factory=list)   # each session's measured cache block
     error: str | None = None      # the file could not be read at all
+    cache_error: str | None = None   # read, but cache-report's figures could not be made of it (why)
     version: str | None = None    # an object in storage: its ETag or version id, as listed (no mtime_ns then)
 
     @property
@@ -115,6 +116,7 @@ def _exported(exported: ExportedLog, path: Path, found_in: Path | None, options:
     parts = [walked[k] for k in range(len(logs))]
     # cache-report reads a file whole or not at all: one session it cannot read leaves the file out
     cache_error = next((str(one.cache_error) for one in parts if one.cache_error is not None), None)
+    exported.cache_error = cache_error
     rows: dict[str, list[dict[str, Any]]] = {table: [] for table in TABLES if table != "calls"}
     calls = _columns("calls", [])
     for log, one in zip(logs, parts, strict=True):
