@@ -22,6 +22,21 @@ def _header(seq: int, model: str = "m", reason: str = "initial") -> HeaderSnapsh
     return snapshot(seq, {"reason": reason, "header": {"config": {"provider": "p", "model": model}}})
 
 
+class _Sent:
+    """What Dispatches.attribute reads of a surface: its visible messages and what a replace changed since the last
+    request, which it settles."""
+
+    def __init__(self, count: int, changed_from: int | None) -> None:
+        self.visible, self.changed_from = [b"{}"] * count, changed_from
+
+    def settled(self) -> None:
+        self.changed_from = None
+
+
+def _sent(count: int, changed_from: int | None) -> Any:
+    return _Sent(count, changed_from)
+
+
 def test_attempts_are_numbered_within_a_step_and_an_untraced_response_is_none() -> None:
     dispatches = Dispatches()
     assert dispatches.chunkless((1, 1))
@@ -37,26 +52,28 @@ def test_a_request_extends_the_last_one_until_the_prompt_or_its_messages_change(
     dispatches = Dispatches()
     header = _header(0)
     dispatches.causes += header_causes(None, header, 0)
-    extends, causes, problem = dispatches.attribute(header, 2, None)
+    extends, causes, problem = dispatches.attribute(header, _sent(2, None))
     assert (extends, [cause.kind for cause in causes], problem) == (False, ["initial"], None)   # the first
-    assert dispatches.attribute(header, 3, None) == (True, [], None)   # appended to
-    assert dispatches.attribute(header, 3, 3) == (True, [], None)      # a rewrite of what was not sent yet
+    assert dispatches.attribute(header, _sent(3, None)) == (True, [], None)   # appended to
+    assert dispatches.attribute(header, _sent(3, 3)) == (True, [], None)      # a rewrite of what was not sent yet
     assert dispatches.count == 3
-    extends, causes, problem = dispatches.attribute(header, 3, 1)      # a replace changed a sent message
+    changed = _sent(3, 1)
+    extends, causes, problem = dispatches.attribute(header, changed)      # a replace changed a sent message
+    assert changed.changed_from is None   # settled: the next request is compared with this one
     assert not extends and not causes and problem is not None and "no logged event explains it" in problem
     dispatches.causes.append(end_seed_cause(9))
-    extends, causes, problem = dispatches.attribute(header, 2, None)   # fewer messages, but a boundary logged
+    extends, causes, problem = dispatches.attribute(header, _sent(2, None))   # fewer messages, but a boundary logged
     assert not extends and [cause.kind for cause in causes] == ["end-seed"] and problem is None
 
 
 def test_a_changed_model_breaks_the_prefix_unexplained_unless_its_header_is_logged() -> None:
     dispatches = Dispatches()
     first, second = _header(0), _header(5, model="other", reason="change")
-    dispatches.attribute(first, 1, None)
-    extends, causes, problem = dispatches.attribute(second, 1, None)
+    dispatches.attribute(first, _sent(1, None))
+    extends, causes, problem = dispatches.attribute(second, _sent(1, None))
     assert not extends and not causes and problem == rules.prefix_break_problem(False, False, [])
     dispatches.causes += header_causes(second, first, 7)
-    extends, causes, problem = dispatches.attribute(first, 1, None)
+    extends, causes, problem = dispatches.attribute(first, _sent(1, None))
     assert not extends and [cause.kind for cause in causes] == ["model-change"] and problem is None
     assert dispatches.previous_header is first and dispatches.previous_count == 1
 

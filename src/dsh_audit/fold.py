@@ -184,18 +184,19 @@ class Dispatches:
         self.numbered[step] = attempt
         return attempt
 
-    def attribute(self, header: HeaderSnapshot | None, visible_count: int, changed_from: int | None
-                  ) -> tuple[bool, list[Cause], str | None]:
-        """A request is dispatched with `visible_count` surface messages (`changed_from`: the lowest visible index
-        a replace changed since the last request, None: none): whether it extends the last request (the same
-        prompt, request options aside, as the cache is on the prompt, and the messages that one was sent with),
-        the causes logged since, and the prefix-break problem, if any."""
+    def attribute(self, header: HeaderSnapshot | None, surface: Surface) -> tuple[bool, list[Cause], str | None]:
+        """A request is dispatched with `surface`'s visible messages: whether it extends the last request (the
+        same prompt, request options aside, as the cache is on the prompt, and the messages that one was sent
+        with, none of them changed by a replace since), the causes logged since, and the prefix-break problem, if
+        any. The surface is then settled: its next changes are counted against this request."""
         causes, self.causes = self.causes, []
         first = self.count == 0
+        visible_count = len(surface.visible)
         extends_previous = (not first and same_prompt(header, self.previous_header)
-                            and extends(visible_count, changed_from, self.previous_count))
+                            and extends(visible_count, surface.changed_from, self.previous_count))
         self.previous_header, self.previous_count = header, visible_count
         self.count += 1
+        surface.settled()
         return extends_previous, causes, prefix_break_problem(first, extends_previous, causes)
 
 
@@ -475,9 +476,6 @@ class RequestFold:
 
     def _attribute(self, request: RebuiltRequest, header: HeaderSnapshot | None) -> None:
         """Is this request an append-extension of the previous one? If not, name the logged causes."""
-        surface = self.surface
-        request.extends_previous, request.causes, problem = self.dispatches.attribute(
-            header, len(surface.visible), surface.changed_from)
+        request.extends_previous, request.causes, problem = self.dispatches.attribute(header, self.surface)
         if problem is not None and header is not None:
             self.finding("prefix-break", problem, seq=request.dispatch_seq, event_type=request.dispatch_type)
-        surface.settled()

@@ -52,6 +52,10 @@ def _projected(event: dict[str, Any]) -> tuple[bytes | None, Any]:
     return (None if message is None else dumps_bytes(message)), event.get("data")
 
 
+def _itself(value: Any) -> Any:
+    return value
+
+
 class SurfaceError(Exception):
     """A surface operation the reference refuses; the message follows the reference's wording, `code` names
     the finding."""
@@ -76,10 +80,15 @@ def check_provenance(event: dict[str, Any], seq: int, shadowed: list[int]) -> No
             raise SurfaceError("sourceEventSeqs must not contain duplicates")
         if sources and (problem := later_source_problem(sources, facts.high, seq)) is not None:
             raise SurfaceError(problem)
-    if not shadowed:   # an append shadows nothing
-        return
+    if shadowed:   # an append shadows nothing
+        check_cited(shadowed, sources, None if facts is None else (facts.low, facts.high, facts.contiguous))
+
+
+def check_cited(shadowed: list[int], sources: Any, facts: tuple[int, int, bool] | None) -> None:
+    """surface-provenance: a replace cites every node it shadows; `facts`, its checked sources' (low, high,
+    contiguous), None where it carries none. Both verifiers ask it (the fast one on its typed fields)."""
     missing = (uncited_nodes(shadowed, None, 0, 0, False) if facts is None
-               else uncited_nodes(shadowed, sources, facts.low, facts.high, facts.contiguous))
+               else uncited_nodes(shadowed, sources, *facts))
     if problem := uncited_problem(missing):
         raise SurfaceError(problem)
 
@@ -105,7 +114,8 @@ class Surface:
 
     def __init__(self, *, protect_head: bool = False, tool_data: Callable[[Any], Any] | None = None) -> None:
         self.protect_head = protect_head
-        self._tool_data = tool_data   # what a kept tool/result becomes for the rewrite checks (None: it is its data)
+        # what a kept tool/result becomes for the rewrite checks (by default, it is its data)
+        self._tool_data: Callable[[Any], Any] = tool_data if tool_data is not None else _itself
         self.head_is_system = False
         self.head_message: Any = None   # the system head's message (v3 on), while node 0 is one
         self.nodes: list[int] = []
@@ -203,9 +213,7 @@ class Surface:
             if problem := tool_rewrite_target_problem(shadowed, self.tool_results):
                 raise SurfaceError(problem)
             read = self._tool_data
-            before = self.tool_results[shadowed[0]]
-            if problem := (tool_rewrite_problem(before, tool) if read is None
-                           else tool_rewrite_problem(read(before), read(tool))):
+            if problem := tool_rewrite_problem(read(self.tool_results[shadowed[0]]), read(tool)):
                 raise SurfaceError(problem)
             self.tool_results[seq] = tool
         self.messages[seq] = message

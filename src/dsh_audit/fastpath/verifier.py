@@ -49,7 +49,7 @@ from ..readers.jsonvalue import deeper_than, parse_json
 from ..readers.packed import over_member_cap
 from ..records import RequestDigest
 from ..shape import header_problem
-from ..surface import EMPTY_PROJECTS_NOTHING, Surface, SurfaceError
+from ..surface import EMPTY_PROJECTS_NOTHING, Surface, SurfaceError, check_cited
 from .lines import Doubt
 from .types import FLAGS, FastTypes, MessageType, fast_types, seq_run
 
@@ -689,18 +689,10 @@ class FastVerifier:
                 return
             start, end = getattr(op, self.start_key), getattr(op, self.end_key)
             shadowed = self.surface.splice(seq, kind, start, end,
-                                           lambda shadowed: self._cited(shadowed, sources, facts), message, line)
+                                           lambda shadowed: check_cited(shadowed, sources, facts), message, line)
         except SurfaceError as error:
             raise Doubt(str(error)) from None
         self.dispatches.causes.append(replace_cause(kind, seq, shadowed))
-
-    @staticmethod
-    def _cited(shadowed: list[int], sources: Any, facts: tuple[int, int, bool] | None) -> None:
-        """surface-provenance: a replace cites every node it shadows (its sources checked above)."""
-        missing = (rules.uncited_nodes(shadowed, None, 0, 0, False) if facts is None
-                   else rules.uncited_nodes(shadowed, sources, *facts))
-        if problem := rules.uncited_problem(missing):
-            raise SurfaceError(problem)
 
     # -- dispatch (dsh_audit.fold.RequestFold._dispatch, _digest, _attribute) -----------------------------------
     def _dispatch(self, step: tuple[int, int], seq: int, bound: str, kind: str, time: Any, *,
@@ -720,16 +712,13 @@ class FastVerifier:
             request = self._rebuilt(header, step, attempt, seq, bound, kind, time, inherited)
         if self.digests:
             request.sha256 = self._digest(header)
-        surface = self.surface
-        request.extends_previous, request.causes, problem = self.dispatches.attribute(
-            header, len(surface.visible), surface.changed_from)
+        request.extends_previous, request.causes, problem = self.dispatches.attribute(header, self.surface)
         if problem is not None:
             raise Doubt(problem)
         if self.lines is not None:
             self.lines.append(request)
         elif self.keep_requests and self.model_calls is None:   # its digest is complete: kept as it is
             self.requests.append(RequestDigest.of(request))
-        surface.settled()
         self.current = request
 
     def _digest(self, header: HeaderSnapshot) -> str:
