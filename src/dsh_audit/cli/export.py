@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import sys
-import textwrap
 from pathlib import Path
 
 import click
@@ -63,7 +62,9 @@ def export(logs: tuple[Path | str, ...], to: Path, jobs: int, engine: str, addre
         sys.stdout.write(json.dumps({"schema": SCHEMA, "version": SCHEMA_VERSION, **summary.as_json()}, indent=2,
                                     ensure_ascii=False) + "\n")
     else:
-        width = max(40, this_terminal().width)
+        from ..reports.views import wrap
+
+        width = this_terminal().width
         for line in (f"exported to {summary.dataset}: {summary.files} log file(s), {summary.new} new, "
                      f"{summary.replaced} replaced, {summary.unchanged} unchanged, {summary.skipped} skipped (as "
                      f"recorded), {len(summary.unreadable)} unreadable ({summary.kept} of them kept from an "
@@ -71,7 +72,7 @@ def export(logs: tuple[Path | str, ...], to: Path, jobs: int, engine: str, addre
                                        "logs row)" if summary.without_cache else ""),
                      f"{summary.sessions} session(s) in the dataset; cache block {summary.cache_block} "
                      f"({summary.cache_block_basis})"):
-            click.echo(textwrap.fill(printable(line), width, subsequent_indent="  ", break_on_hyphens=False))
+            click.echo("\n".join(wrap(line, width, "")))
     for name, why in (*summary.unreadable, *summary.without_cache):
         click.echo(printable(f"audit: {why}" if why.startswith(name) else f"audit: {name}: {why}"), err=True)
     return EXIT_UNREADABLE if summary.unreadable or summary.without_cache else EXIT_CLEAN

@@ -37,11 +37,6 @@ TASK_LOGS = 32
 TASK_BYTES = 4 << 20
 
 
-def export_item(item: ExportItem) -> ExportedLog:
-    """The unit of work on one item: one exported log."""
-    return export_log(*item)
-
-
 def export_task(task: list[ExportItem]) -> list[ExportedLog]:
     """The unit of work as an engine maps it (dsh_audit.engines.map_units): a task of items, their logs."""
     return [export_log(*item) for item in task]
