@@ -17,7 +17,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from types import FrameType
 from typing import Any
@@ -88,9 +88,20 @@ _asked: int | None = None   # the signal that asked this process to stop, once o
 
 def check() -> None:
     """Raise the stop a signal asked for, if one did and was lost on the way (never `told`): CPython's compiler
-    drops an exception raised inside it (a signal while a module's source is compiled, with no .pyc yet)."""
+    drops an exception raised inside it (a signal while a module's source is compiled, with no .pyc yet), and a
+    weakref callback or __del__ hands it to sys.unraisablehook (a signal while importlib drops a module lock)."""
     if _asked is not None:
         raise Stopped(_asked)
+
+
+def _unraisable_unless_stopped(before: Callable[[Any], object]) -> Callable[[Any], None]:
+    """A stop raised where Python cannot raise it is not printed as "Exception ignored": it stays asked, and
+    `check` raises it once the command's modules are in (or the command is done). Anything else goes to `before`."""
+    def hook(unraisable: Any) -> None:
+        if not isinstance(unraisable.exc_value, Stopped):
+            before(unraisable)
+    hook.keeps_stops = True   # type: ignore[attr-defined]
+    return hook
 
 
 def told(stop: BaseException) -> str:
@@ -106,6 +117,8 @@ def install() -> bool:
     if threading.current_thread() is not threading.main_thread():
         return False
     _owner = os.getpid()   # first: a signal right after its handler is in must find its owner
+    if not getattr(sys.unraisablehook, "keeps_stops", False):
+        sys.unraisablehook = _unraisable_unless_stopped(sys.unraisablehook)
     try:
         for number in SIGNALS:
             signal.signal(number, _stop)
@@ -122,12 +135,14 @@ def handled() -> Iterator[None]:
         yield
         return
     previous = {number: signal.getsignal(number) for number in SIGNALS}
+    unraisablehook = sys.unraisablehook
     if not install():
         yield
         return
     try:
         yield
     finally:
+        sys.unraisablehook = unraisablehook
         for number, handler in previous.items():
             with suppress(ValueError, TypeError):
                 signal.signal(number, handler)
