@@ -2,8 +2,9 @@
 plain top-level function of picklable arguments and results, so any engine runs it: `audit export`'s process pool,
 a Dask cluster, or a Ray or Spark job of your own (docs/fleet.md shows how).
 
-One walk of each session gives all five tables (reports.one_walk.walk_log: verify's checks, cache-report's calls,
-header-diff's snapshots). A file that cannot be read at all is one `logs` row saying why, never nothing."""
+One read of each session gives all five tables (reports.one_walk.walk_log: verify's verdict, cache-report's calls,
+header-diff's snapshots), by the fast path where it decides the log and by the full walk elsewhere, with the same
+rows either way. A file that cannot be read at all is one `logs` row saying why, never nothing."""
 
 from __future__ import annotations
 

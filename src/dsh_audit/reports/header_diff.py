@@ -142,33 +142,38 @@ class SnapshotTaker:
         event, record = walked.event or {}, walked.record
         if record is None:
             return
-        points, unsettled = self.points, self.unsettled
-        while self.settled < len(unsettled) and unsettled[self.settled] <= record.seq:   # in force before the seed
-            points.seeds[unsettled[self.settled]] = points.last
-            self.settled += 1
         raw_data = event.get("data")
         data: dict[str, Any] = raw_data if isinstance(raw_data, dict) else {}
         if event.get("type") == "turn/start":
             self.turn, self.step = _int(data.get("turn")), None
         elif event.get("type") == "step/start":
             self.step = _int(data.get("step"))
-        header, message = walker.header, walker.system_head
+        message = walker.system_head
         if message is not self.head_of[0]:
             self.head_of = (message, system_text(message))
-        head = self.head_of[1]
-        seen = self.seen
-        if header is not None and (header is not seen[0] or head != seen[1]):
-            shown = header if header is not seen[0] else structs.replace(header, reason="system/message")
-            snap = Snapshot(record.seq, self.turn, self.step, _with_head(shown, head, self.in_surface))
-            if self.rows is not None:
-                self.rows.extend(_snapshot_rows(self.log, snap, self.previous, self.against))
-            self.previous, self.against, points.last = snap, None, snap
-        self.seen = (header, head)
+        self.see(record.seq, walker.header, self.head_of[1])
         if self.pending:
             text = json.dumps(record.event)
             for session_id in [session_id for session_id in self.pending if session_id in text]:
                 self.pending.discard(session_id)
-                points.mentions[session_id] = (record.seq, points.last)
+                self.points.mentions[session_id] = (record.seq, self.points.last)
+
+    def see(self, seq: int, header: HeaderSnapshot | None, head: str) -> None:
+        """After event `seq`: the header in force and the system head's text (`turn` and `step` already that
+        event's). A new header, or a new head under the same one, is a snapshot. The fast walk calls this alone
+        (reports.fast_walk), after each event that may change either: nothing else moves a fork point."""
+        points, unsettled = self.points, self.unsettled
+        while self.settled < len(unsettled) and unsettled[self.settled] <= seq:   # in force before the seed
+            points.seeds[unsettled[self.settled]] = points.last
+            self.settled += 1
+        seen = self.seen
+        if header is not None and (header is not seen[0] or head != seen[1]):
+            shown = header if header is not seen[0] else structs.replace(header, reason="system/message")
+            snap = Snapshot(seq, self.turn, self.step, _with_head(shown, head, self.in_surface))
+            if self.rows is not None:
+                self.rows.extend(_snapshot_rows(self.log, snap, self.previous, self.against))
+            self.previous, self.against, points.last = snap, None, snap
+        self.seen = (header, head)
 
     def finish(self) -> ForkPoints:
         for seed in self.unsettled[self.settled:]:
