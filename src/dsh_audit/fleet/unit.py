@@ -117,11 +117,17 @@ def _exported(exported: ExportedLog, path: Path, found_in: Path | None, options:
     parts = [walked[k] for k in range(len(logs))]
     # cache-report reads a file whole or not at all: one session it cannot read leaves the file out
     cache_error = next((str(one.cache_error) for one in parts if one.cache_error is not None), None)
+    figures: list[_CacheFigures | None] = [None] * len(parts)
+    if cache_error is None:
+        try:
+            figures = [_cache_figures(one) for one in parts]
+        except DshAuditError as error:   # sums past what a report holds, which cache-report refuses in one line
+            cache_error, figures = str(error), [None] * len(parts)
     exported.cache_error = cache_error
     rows: dict[str, list[dict[str, Any]]] = {table: [] for table in TABLES if table != "calls"}
     calls = _columns("calls", [])
-    for log, one in zip(logs, parts, strict=True):
-        _session_rows(exported, log, one, cache_error, rows, calls)
+    for log, one, figured in zip(logs, parts, figures, strict=True):
+        _session_rows(exported, log, one, cache_error, figured, rows, calls)
     exported.rows = {table: _columns(table, rows[table]) for table in rows} | {"calls": calls}
     return exported
 
@@ -150,23 +156,40 @@ def _date(created_ms: int | None) -> Any:
     return None if created_ms is None else datetime.fromtimestamp(created_ms / 1000, UTC).date()
 
 
+@dataclass(frozen=True, slots=True)
+class _CacheFigures:
+    """One session's judged calls, the cache block they were judged by and its logs row's cache columns."""
+
+    judged: pl.DataFrame
+    block: int
+    summary: dict[str, Any]
+
+
+def _cache_figures(one: Walked) -> _CacheFigures | None:
+    """cache-report's figures of one walked session (None: it has no calls frame). Raises where its sums pass what
+    a report's column holds (reports.numbers.checked_total)."""
+    if one.frame is None:
+        return None
+    frame, block = with_block(one.frame, OPTIONS)
+    judged = judge(frame, OPTIONS.collapse_ratio)
+    summary = {CACHE_RENAMED.get(name, name): value
+               for name, value in _log_summary(one.report.label, judged).items()}
+    return _CacheFigures(judged, block, summary | {"cacheBlock": block})
+
+
 def _session_rows(exported: ExportedLog, log: LogHeaders, one: Walked, cache_error: str | None,
-                  rows: dict[str, list[dict[str, Any]]], calls: Columns) -> None:
+                  figures: _CacheFigures | None, rows: dict[str, list[dict[str, Any]]], calls: Columns) -> None:
     """One session's rows into `rows` and `calls`: its logs row, requests, findings, header changes and judged
-    calls."""
+    calls (`figures`, when its file has them)."""
     report, origin = one.report, one.origin
     created = origin.created_ms if origin is not None else None
     where = {"key": exported.key, "generation": report.generation, "date": _date(created)}
     severities = report.severities()
     failing = report.failing()
     summary: dict[str, Any] = {}
-    if one.frame is not None and cache_error is None:
-        frame, block = with_block(one.frame, OPTIONS)
-        exported.blocks.append((report.label, block))
-        judged = judge(frame, OPTIONS.collapse_ratio)
-        summary = {CACHE_RENAMED.get(name, name): value
-                   for name, value in _log_summary(report.label, judged).items()}
-        summary["cacheBlock"] = block
+    if figures is not None:
+        judged, summary = figures.judged, figures.summary
+        exported.blocks.append((report.label, figures.block))
         own = judged.select(column for column in calls if column not in ("key", "date")).to_dict(as_series=False)
         for column, values in own.items():
             calls[column].extend(values)
