@@ -27,7 +27,7 @@ from ..readers.objects import RemoteLog, RemoteSource
 from ..readers.stream import is_stream
 from ..reports.cache_report import report_block
 from .dataset import Dataset, now
-from .unit import ExportedLog, ExportOptions, export_log, failed, log_key, log_name
+from .unit import ExportedLog, ExportOptions, export_logs, failed, log_key, log_name
 
 ExportItem = tuple[Found, Path | None, ExportOptions]
 # A task is at most TASK_LOGS logs and TASK_BYTES of them (one log at least): small logs go many to a task, so the
@@ -38,8 +38,9 @@ TASK_BYTES = 4 << 20
 
 
 def export_task(task: list[ExportItem]) -> list[ExportedLog]:
-    """The unit of work as an engine maps it (dsh_audit.engines.map_units): a task of items, their logs."""
-    return [export_log(*item) for item in task]
+    """The unit of work as an engine maps it (dsh_audit.engines.map_units): a task of items, their logs
+    (unit.export_logs: export_log of each, their cache figures judged together)."""
+    return export_logs(task)
 
 
 def tasks(items: list[ExportItem]) -> list[list[ExportItem]]:

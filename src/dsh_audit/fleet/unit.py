@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
@@ -20,6 +21,7 @@ import polars as pl
 import pyarrow as pa
 
 from ..errors import DshAuditError
+from ..readers.discover import Found
 from ..readers.found import opener
 from ..readers.objects import RemoteLog
 from ..reports.cache_report import _SUMS as SUMMED
@@ -81,22 +83,37 @@ def export_log(path: Path | RemoteLog, found_in: Path | None, options: ExportOpt
     """The rows of the log file at `path` (`found_in`: the folder a walk found it in, from which it is opened
     without following a link), or of an object in storage, spooled where this runs (readers.spool) and named by
     its URL. Never raises for the log's sake: an unreadable file is a failed `logs` row."""
+    return export_logs([(path, found_in, options)])[0]
+
+
+def export_logs(items: Sequence[tuple[Found, Path | None, ExportOptions]]) -> list[ExportedLog]:
+    """export_log of each item, in order. The cache figures of all of them are judged in one pass of polars
+    (reports.cache_report.judge, which reads each row alone): on a small log its fixed cost was most of the
+    judgement's."""
+    read = [_read(*item) for item in items]
+    _judge([one for one in read if isinstance(one, _Read)])
+    return [one if isinstance(one, ExportedLog) else one.exported_rows() for one in read]
+
+
+def _read(path: Path | RemoteLog, found_in: Path | None, options: ExportOptions) -> _Read | ExportedLog:
+    """One log file read and walked (or its failed row)."""
     if isinstance(path, RemoteLog):
         from ..readers.spool import spooled
 
         exported = ExportedLog(log_key(path.url), path.url, None, None, None, version=path.version)
         try:
             with spooled(path) as local:
-                read = _exported(exported, local, None, options)
+                read = _walked(exported, local, None, options)
         except DshAuditError as error:
             return failed(exported, str(error))
-        read.mtime_ns = None   # the spool's copy's, not the object's
+        exported.mtime_ns = None   # the spool's copy's, not the object's
         return read
     file = log_name(path)
-    return _exported(ExportedLog(log_key(file), file, None, None, None), path, found_in, options)
+    return _walked(ExportedLog(log_key(file), file, None, None, None), path, found_in, options)
 
 
-def _exported(exported: ExportedLog, path: Path, found_in: Path | None, options: ExportOptions) -> ExportedLog:
+def _walked(exported: ExportedLog, path: Path, found_in: Path | None, options: ExportOptions
+            ) -> _Read | ExportedLog:
     try:
         with opener(path, found_in) as handle:
             status = os.fstat(handle.fileno())
@@ -117,19 +134,73 @@ def _exported(exported: ExportedLog, path: Path, found_in: Path | None, options:
     parts = [walked[k] for k in range(len(logs))]
     # cache-report reads a file whole or not at all: one session it cannot read leaves the file out
     cache_error = next((str(one.cache_error) for one in parts if one.cache_error is not None), None)
-    figures: list[_CacheFigures | None] = [None] * len(parts)
-    if cache_error is None:
+    return _Read(exported, logs, parts, cache_error, [None] * len(parts))
+
+
+@dataclass(slots=True)
+class _Read:
+    """A log file walked, its sessions' cache figures still to be judged (`_judge`)."""
+
+    exported: ExportedLog
+    logs: list[LogHeaders]
+    parts: list[Walked]
+    cache_error: str | None
+    figures: list[_CacheFigures | None]
+
+    def exported_rows(self) -> ExportedLog:
+        """The file's rows, every table."""
+        exported = self.exported
+        exported.cache_error = self.cache_error
+        rows: dict[str, list[dict[str, Any]]] = {table: [] for table in TABLES if table != "calls"}
+        calls = _columns("calls", [])
+        for log, one, figures in zip(self.logs, self.parts, self.figures, strict=True):
+            _session_rows(exported, log, one, self.cache_error, figures, rows, calls)
+        exported.rows = {table: _columns(table, rows[table]) for table in rows} | {"calls": calls}
+        return exported
+
+
+@dataclass(frozen=True, slots=True)
+class _CacheFigures:
+    """One session's judged calls (the calls table's own columns), the cache block they were judged by and its
+    logs row's cache columns."""
+
+    calls: Columns
+    height: int
+    block: int
+    summary: dict[str, Any]
+
+
+def _judge(reads: list[_Read]) -> None:
+    """cache-report's figures of every session of `reads` whose file it reads, judged together, each by its own
+    block. A file whose sums pass what a report's column holds (reports.numbers.checked_total) is left without
+    figures, as a number past the bound leaves it: cache-report refuses it in one line, the export says so."""
+    placed: list[tuple[_Read, int, int, int]] = []   # (file, session, its first row, its block)
+    frames: list[pl.DataFrame] = []
+    rows = 0
+    for read in reads:
+        for k, one in enumerate(read.parts):
+            if read.cache_error is None and one.frame is not None:
+                frame, block = with_block(one.frame, OPTIONS)
+                placed.append((read, k, rows, block))
+                frames.append(frame)
+                rows += frame.height
+    if not frames:
+        return
+    judged = judge(pl.concat(frames), OPTIONS.collapse_ratio)
+    own = judged.select(column for column in scanned_columns("calls") if column not in ("key", "date"))
+    columns = own.to_dict(as_series=False)
+    for (read, k, first, block), frame in zip(placed, frames, strict=True):
+        if read.cache_error is not None:
+            continue
+        label = read.parts[k].report.label
         try:
-            figures = [_cache_figures(one) for one in parts]
+            summary = {CACHE_RENAMED.get(name, name): value
+                       for name, value in _log_summary(label, judged.slice(first, frame.height)).items()}
         except DshAuditError as error:   # sums past what a report holds, which cache-report refuses in one line
-            cache_error, figures = str(error), [None] * len(parts)
-    exported.cache_error = cache_error
-    rows: dict[str, list[dict[str, Any]]] = {table: [] for table in TABLES if table != "calls"}
-    calls = _columns("calls", [])
-    for log, one, figured in zip(logs, parts, figures, strict=True):
-        _session_rows(exported, log, one, cache_error, figured, rows, calls)
-    exported.rows = {table: _columns(table, rows[table]) for table in rows} | {"calls": calls}
-    return exported
+            read.cache_error, read.figures = str(error), [None] * len(read.parts)
+            continue
+        mine = {column: values[first:first + frame.height] for column, values in columns.items()}
+        read.figures[k] = _CacheFigures(mine, frame.height, block, summary | {"cacheBlock": block})
 
 
 def failed(exported: ExportedLog, error: str) -> ExportedLog:
@@ -156,27 +227,6 @@ def _date(created_ms: int | None) -> Any:
     return None if created_ms is None else datetime.fromtimestamp(created_ms / 1000, UTC).date()
 
 
-@dataclass(frozen=True, slots=True)
-class _CacheFigures:
-    """One session's judged calls, the cache block they were judged by and its logs row's cache columns."""
-
-    judged: pl.DataFrame
-    block: int
-    summary: dict[str, Any]
-
-
-def _cache_figures(one: Walked) -> _CacheFigures | None:
-    """cache-report's figures of one walked session (None: it has no calls frame). Raises where its sums pass what
-    a report's column holds (reports.numbers.checked_total)."""
-    if one.frame is None:
-        return None
-    frame, block = with_block(one.frame, OPTIONS)
-    judged = judge(frame, OPTIONS.collapse_ratio)
-    summary = {CACHE_RENAMED.get(name, name): value
-               for name, value in _log_summary(one.report.label, judged).items()}
-    return _CacheFigures(judged, block, summary | {"cacheBlock": block})
-
-
 def _session_rows(exported: ExportedLog, log: LogHeaders, one: Walked, cache_error: str | None,
                   figures: _CacheFigures | None, rows: dict[str, list[dict[str, Any]]], calls: Columns) -> None:
     """One session's rows into `rows` and `calls`: its logs row, requests, findings, header changes and judged
@@ -188,13 +238,12 @@ def _session_rows(exported: ExportedLog, log: LogHeaders, one: Walked, cache_err
     failing = report.failing()
     summary: dict[str, Any] = {}
     if figures is not None:
-        judged, summary = figures.judged, figures.summary
+        summary = figures.summary
         exported.blocks.append((report.label, figures.block))
-        own = judged.select(column for column in calls if column not in ("key", "date")).to_dict(as_series=False)
-        for column, values in own.items():
+        for column, values in figures.calls.items():
             calls[column].extend(values)
-        calls["key"].extend([exported.key] * judged.height)
-        calls["date"].extend([where["date"]] * judged.height)
+        calls["key"].extend([exported.key] * figures.height)
+        calls["date"].extend([where["date"]] * figures.height)
     rows["logs"].append({
         **summary, **where, "file": exported.file, "log": report.label, "sessionId": log.session_id,
         "createdMs": created, "cwd": origin.cwd if origin is not None else None, "sizeBytes": exported.size,
