@@ -52,8 +52,9 @@ def dataset_parts(root: Path, chosen: CallFilter | None = None
     findings = scan(root, "findings")
     kept_calls, kept = scan(root, "calls"), pl.lit(True)
     if chosen:   # as one_walk.narrowed: the findings of the logs that keep any call, no other
-        kept_calls = calls(root, chosen).select(list(REQUEST_COLUMNS)).collect().lazy()
-        logs = summed_per_log(logs, kept_calls.collect())
+        kept_frame = calls(root, chosen).select("key", *REQUEST_COLUMNS).collect()   # read and filtered once
+        kept_calls = kept_frame.lazy()
+        logs = summed_per_log(logs, kept_frame)
         kept = pl.col("log").is_in(logs["log"].to_list())
         read, findings = read.filter(kept), findings.filter(kept)
     tally = pl.concat([
@@ -73,7 +74,7 @@ def dataset_parts(root: Path, chosen: CallFilter | None = None
                              row["eventType"], bool(row["rejects"]), row["log"]).render()}
             for row in shown.iter_rows(named=True)]
     unread = all_logs.filter(pl.col("cacheBlock").is_null()).iter_rows(named=True)
-    report = CacheReport(drawn_calls, logs, totals(root, chosen),
+    report = CacheReport(drawn_calls, logs, totals(root, chosen, kept_calls if chosen else None),
                          unreadable=[Unreadable(row["log"], row["readError"] or row["cacheError"] or "")
                                      for row in unread])
     origins = {row["log"]: SessionOrigin(row["createdMs"], row["cwd"]) for row in read.iter_rows(named=True)}
