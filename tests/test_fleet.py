@@ -198,14 +198,12 @@ def test_tasks_take_many_small_logs_and_a_big_one_alone(tmp_path: Path) -> None:
     """The engine's cost per task is shared by many small logs; a big log's rows are never in flight with
     others'. Order is kept, every log is in one task."""
     sizes = [1_000] * 40 + [export_module.TASK_BYTES + 1] + [export_module.TASK_BYTES // 3] * 4 + [10]
-    items = []
-    for k, size in enumerate(sizes):
-        (tmp_path / f"{k:02}.jsonl").write_bytes(b"x" * size)
-        items.append((tmp_path / f"{k:02}.jsonl", None, ExportOptions()))
+    items = [export_module.ExportItem(tmp_path / f"{k:02}.jsonl", None, ExportOptions(), f"{k:02}", size)
+             for k, size in enumerate(sizes)]   # the size as the plan took it: tasks stat nothing again
     cut = export_module.tasks(items)
     assert [item for task in cut for item in task] == items
     assert [len(task) for task in cut] == [export_module.TASK_LOGS, 8, 1, 3, 2]
-    assert all(sum(sizes[items.index(item)] for item in task) <= export_module.TASK_BYTES
+    assert all(sum(item.size for item in task) <= export_module.TASK_BYTES
                for task in cut if len(task) > 1)
 
 

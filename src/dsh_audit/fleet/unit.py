@@ -73,10 +73,12 @@ def log_name(path: Path) -> str:
     return os.path.realpath(path)
 
 
-def export_log(path: Path | RemoteLog, found_in: Path | None, options: ExportOptions) -> ExportedLog:
+def export_log(path: Path | RemoteLog, found_in: Path | None, options: ExportOptions, *, name: str | None = None
+               ) -> ExportedLog:
     """The rows of the log file at `path` (`found_in`: the folder a walk found it in, from which it is opened
-    without following a link), or of an object in storage, spooled where this runs (readers.spool) and named by
-    its URL. Never raises for the log's sake: an unreadable file is a failed `logs` row."""
+    without following a link; `name`: its log_name, where the caller has resolved it already), or of an object in
+    storage, spooled where this runs (readers.spool) and named by its URL. Never raises for the log's sake: an
+    unreadable file is a failed `logs` row."""
     if isinstance(path, RemoteLog):
         from ..readers.spool import spooled
 
@@ -88,7 +90,7 @@ def export_log(path: Path | RemoteLog, found_in: Path | None, options: ExportOpt
             return failed(exported, str(error))
         read.mtime_ns = None   # the spool's copy's, not the object's
         return read
-    file = log_name(path)
+    file = name if name is not None else log_name(path)
     return _exported(ExportedLog(log_key(file), file, None, None, None), path, found_in, options)
 
 
