@@ -306,6 +306,23 @@ def test_a_log_whose_cache_figures_cannot_be_made_is_named_and_exits_2_as_cache_
     assert_totals_equal(dataset, built / "v3")
 
 
+def test_an_unreadable_input_given_relatively_is_named_once_on_stderr(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reader's error names a log as it was given (relative, here); the run's line names it once, as
+    cache-report's does, not after its absolute path as well."""
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "corrupt.jsonl").write_text('{"not a header"\n', encoding="utf-8")
+    (tmp_path / "empty").mkdir()
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run("export", "logs/corrupt.jsonl", "empty", "--to", "fleet")
+    _, _, said = run("cache-report", "logs/corrupt.jsonl")
+    assert code == 2
+    assert err.splitlines() == ["audit: empty: no dsh log below this directory",
+                                "audit: logs/corrupt.jsonl:1: session header line: not valid JSON (unexpected end of "
+                                "data); expected a JSON object"]
+    assert err.splitlines()[1] == said.strip()
+
+
 def test_the_unit_of_work_is_picklable_and_self_describing(built: Path) -> None:
     [log] = (built / "v3").glob("session*.jsonl")
     exported = pickle.loads(pickle.dumps(export_log(log, None, ExportOptions())))
