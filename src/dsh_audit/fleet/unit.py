@@ -21,11 +21,8 @@ import pyarrow as pa
 from ..errors import DshAuditError
 from ..readers.found import opener
 from ..readers.objects import RemoteLog
-from ..reports.cache_report import _SUMS as SUMMED
-from ..reports.cache_report import UNEXPLAINED, judge, with_block
-from ..reports.cache_report import _ratio as ratio
+from ..reports.cache_report import judge, log_summary, with_block
 from ..reports.header_diff import LogHeaders, Run, log_headers
-from ..reports.numbers import checked_total
 from ..reports.one_walk import OPTIONS, Walked, walk_log
 from .columns import CACHE_RENAMED, TABLES, scanned_columns
 
@@ -76,10 +73,12 @@ def log_name(path: Path) -> str:
     return os.path.realpath(path)
 
 
-def export_log(path: Path | RemoteLog, found_in: Path | None, options: ExportOptions) -> ExportedLog:
+def export_log(path: Path | RemoteLog, found_in: Path | None, options: ExportOptions, *, name: str | None = None
+               ) -> ExportedLog:
     """The rows of the log file at `path` (`found_in`: the folder a walk found it in, from which it is opened
-    without following a link), or of an object in storage, spooled where this runs (readers.spool) and named by
-    its URL. Never raises for the log's sake: an unreadable file is a failed `logs` row."""
+    without following a link; `name`: its log_name, where the caller has resolved it already), or of an object in
+    storage, spooled where this runs (readers.spool) and named by its URL. Never raises for the log's sake: an
+    unreadable file is a failed `logs` row."""
     if isinstance(path, RemoteLog):
         from ..readers.spool import spooled
 
@@ -91,7 +90,7 @@ def export_log(path: Path | RemoteLog, found_in: Path | None, options: ExportOpt
             return failed(exported, str(error))
         read.mtime_ns = None   # the spool's copy's, not the object's
         return read
-    file = log_name(path)
+    file = name if name is not None else log_name(path)
     return _exported(ExportedLog(log_key(file), file, None, None, None), path, found_in, options)
 
 
@@ -164,7 +163,7 @@ def _session_rows(exported: ExportedLog, log: LogHeaders, one: Walked, cache_err
         exported.blocks.append((report.label, block))
         judged = judge(frame, OPTIONS.collapse_ratio)
         summary = {CACHE_RENAMED.get(name, name): value
-                   for name, value in _log_summary(report.label, judged).items()}
+                   for name, value in log_summary(report.label, report.generation, log.session_id, judged).items()}
         summary["cacheBlock"] = block
         own = judged.select(column for column in calls if column not in ("key", "date")).to_dict(as_series=False)
         for column, values in own.items():
@@ -192,43 +191,3 @@ def _session_rows(exported: ExportedLog, log: LogHeaders, one: Walked, cache_err
         for finding in report.findings)
     rows["header_changes"].extend({**row, **where} for row in one.header_rows)
 
-
-_OWN = ~pl.col("inherited")
-_KIND = pl.col("kind")
-_REQUEST = _OWN & (_KIND == "request")
-_COLLAPSED = _REQUEST & pl.col("collapse")
-
-
-def _log_summary(label: str, calls: pl.DataFrame) -> dict[str, Any]:
-    """cache-report's per-log row of one log's judged `calls` (reports.cache_report.log_summary), but for its
-    name, generation and session: the same sums over the same rows, in one pass of polars where that one filters
-    the frame a dozen times (a tenth of the time on a small log's few calls)."""
-    side = _OWN & (_KIND == "side")
-    sums = calls.select(
-        models=pl.col("model").filter(_KIND == "request").drop_nulls().unique(maintain_order=True).implode(),
-        own=_OWN.sum(), requests=_REQUEST.sum(), compactionCalls=(_OWN & (_KIND == "compaction")).sum(),
-        sideCalls=side.sum(), sideCallTokens=pl.col("estimatedTokens").filter(side).sum(),
-        sideUnestimated=pl.col("estimatedTokens").filter(side).null_count(),
-        **{name: pl.col(name).filter(_OWN).cast(pl.Int128).fill_null(0).sum() for name in SUMMED},
-        collapses=_COLLAPSED.sum(),
-        unexplained=pl.col("cause").filter(_COLLAPSED).eq(UNEXPLAINED).fill_null(False).sum(),
-        collapseCostUsd=pl.col("collapseCostUsd").filter(_COLLAPSED).fill_null(0).sum(),
-        predictionsCompared=pl.col("withinBlock").filter(_REQUEST).is_not_null().sum(),
-        predictionsWithinBlock=pl.col("withinBlock").filter(_REQUEST).sum(),
-        priced=pl.col("costUsd").filter(_OWN).count(), costUsd=pl.col("costUsd").filter(_OWN).sum(),
-        approximate=pl.col("approximate").filter(_OWN).any(),
-    ).row(0, named=True)
-    totals = {name: checked_total(int(sums[name]), name, label) for name in SUMMED}
-    notes = dict.fromkeys(note for row in calls["note"].drop_nulls() for note in row.split("; "))
-    return {
-        "model": ", ".join(sums["models"]) or None, "requests": sums["requests"],
-        "compactionCalls": sums["compactionCalls"],
-        "otherCalls": sums["own"] - sums["requests"] - sums["compactionCalls"] - sums["sideCalls"],
-        "sideCalls": sums["sideCalls"],
-        "sideCallTokens": int(sums["sideCallTokens"]) if sums["sideUnestimated"] == 0 else None,
-        **totals, "hitRatio": ratio(totals["cacheReadTokens"], totals["inputTokens"]),
-        "collapses": sums["collapses"], "unexplained": sums["unexplained"],
-        "collapseCostUsd": float(sums["collapseCostUsd"]), "predictionsCompared": sums["predictionsCompared"],
-        "predictionsWithinBlock": int(sums["predictionsWithinBlock"] or 0),
-        "costUsd": float(sums["costUsd"]) if sums["priced"] else None, "approximate": bool(sums["approximate"]),
-        "notes": "; ".join(notes) or None}
