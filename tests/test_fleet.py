@@ -198,14 +198,12 @@ def test_tasks_take_many_small_logs_and_a_big_one_alone(tmp_path: Path) -> None:
     """The engine's cost per task is shared by many small logs; a big log's rows are never in flight with
     others'. Order is kept, every log is in one task."""
     sizes = [1_000] * 40 + [export_module.TASK_BYTES + 1] + [export_module.TASK_BYTES // 3] * 4 + [10]
-    items = []
-    for k, size in enumerate(sizes):
-        (tmp_path / f"{k:02}.jsonl").write_bytes(b"x" * size)
-        items.append((tmp_path / f"{k:02}.jsonl", None, ExportOptions()))
+    items = [export_module.ExportItem(tmp_path / f"{k:02}.jsonl", None, ExportOptions(), f"{k:02}", size)
+             for k, size in enumerate(sizes)]   # the size as the plan took it: tasks stat nothing again
     cut = export_module.tasks(items)
     assert [item for task in cut for item in task] == items
     assert [len(task) for task in cut] == [export_module.TASK_LOGS, 8, 1, 3, 2]
-    assert all(sum(sizes[items.index(item)] for item in task) <= export_module.TASK_BYTES
+    assert all(sum(item.size for item in task) <= export_module.TASK_BYTES
                for task in cut if len(task) > 1)
 
 
@@ -325,6 +323,23 @@ def test_a_log_whose_token_sums_pass_int64_is_exported_without_cache_figures(bui
     assert rows["rebuiltRequests"].to_list() == [1030] and rows["inputTokens"].to_list() == [None]
     assert query.scan(dataset, "requests").filter(pl.col("log") == str(over)).collect().height == 1030
     assert_totals_equal(dataset, built / "v3")
+
+
+def test_an_unreadable_input_given_relatively_is_named_once_on_stderr(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reader's error names a log as it was given (relative, here); the run's line names it once, as
+    cache-report's does, not after its absolute path as well."""
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "corrupt.jsonl").write_text('{"not a header"\n', encoding="utf-8")
+    (tmp_path / "empty").mkdir()
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run("export", "logs/corrupt.jsonl", "empty", "--to", "fleet")
+    _, _, said = run("cache-report", "logs/corrupt.jsonl")
+    assert code == 2
+    assert err.splitlines() == ["audit: empty: no dsh log below this directory",
+                                "audit: logs/corrupt.jsonl:1: session header line: not valid JSON (unexpected end of "
+                                "data); expected a JSON object"]
+    assert err.splitlines()[1] == said.strip()
 
 
 def test_the_unit_of_work_is_picklable_and_self_describing(built: Path) -> None:

@@ -190,6 +190,28 @@ def test_the_spool_gives_back_exactly_what_it_kept_also_across_processes(spill_b
 
 
 @pytest.mark.parametrize("spill_bytes", [digest_spool.SPILL_BYTES, 1], ids=["in-memory", "on-disk"])
+def test_the_spool_gives_back_records_its_batch_has_not_written_yet(spill_bytes: int, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Records reach the file LINES_PER_WRITE at a time: a read back (iterating, or handing the spool to another
+    process) holds every record appended before it, across batch boundaries and with appends after reads."""
+    monkeypatch.setattr(digest_spool, "SPILL_BYTES", spill_bytes)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    batch = digest_spool.LINES_PER_WRITE
+    kept = [RequestDigest(k, 1, 1, k, "ab" * 32, False, True, [f"cause {k}"]) for k in range(2 * batch + 3)]
+    spool = digest_spool.DigestSpool()
+    for k, request in enumerate(kept):
+        spool.append(request)
+        if k in (2, batch - 1, batch + 1):
+            assert list(spool) == kept[:k + 1]
+    assert list(spool) == kept
+    moved = pickle.loads(pickle.dumps(spool))
+    assert not list(tmp_path.iterdir())
+    assert list(moved) == kept
+    moved.append(kept[0])   # the receiver appends after what it was handed
+    assert list(moved) == [*kept, kept[0]]
+
+
+@pytest.mark.parametrize("spill_bytes", [digest_spool.SPILL_BYTES, 1], ids=["in-memory", "on-disk"])
 def test_digest_lines_write_out_what_they_kept(spill_bytes: int, tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """rebuild --format digest's lines, kept while the fast path decides: byte for byte as printed, in order,

@@ -19,39 +19,61 @@ from typing import IO, Any, BinaryIO
 from .records import RequestDigest
 
 SPILL_BYTES = 4 * 1024 * 1024
-LINES_PER_WRITE = 1024   # DigestLines: about 100 KB a write
+LINES_PER_WRITE = 1024   # records a write (_Spool): about 100 KB of digest lines
+
+
+class _Spool:
+    """Records appended to a spooled temporary file LINES_PER_WRITE at a time: a write per record (the file's
+    Python-level write and its error context) cost three times the formatting of a short one, 0.06 s of CPU per
+    GB of log. `written()` flushes them before anything reads the file back. The file is made at the first write:
+    verify's table keeps no digest, so a run on a small log never loads tempfile (with random and shutil, ~3 ms of
+    start-up)."""
+
+    __slots__ = ("file", "pending", "what")
+
+    def __init__(self, what: str) -> None:
+        self.what = what   # what the records are, named in an error of the temporary folder (_named_on_error)
+        self.file: IO[bytes] | None = None
+        self.pending: list[bytes] = []
+
+    def add(self, record: bytes) -> None:
+        pending = self.pending
+        pending.append(record)
+        if len(pending) >= LINES_PER_WRITE:
+            self.written()
+
+    def written(self) -> IO[bytes] | None:
+        """The file, with every record added so far in it (positioned at its end); None when none was added."""
+        if self.pending:
+            with _named_on_error(self.what):
+                if self.file is None:
+                    self.file = _spooled_file()
+                self.file.write(b"".join(self.pending))
+            self.pending.clear()
+        return self.file
 
 
 class DigestSpool:
     """Appended to in dispatch order, read back as RequestDigest objects (once or more)."""
 
     def __init__(self) -> None:
-        # made at the first record: verify's table keeps no digest, so a run on a small log never loads tempfile
-        # (with random and shutil, ~3 ms of start-up)
-        self._file: IO[bytes] | None = None
+        self._spool = _Spool(_SPOOLED)
         self._count = 0
-        self._size = 0   # bytes written: beyond SPILL_BYTES, they are in the temporary file
+        self._size = 0   # bytes added: beyond SPILL_BYTES, they are in the temporary file
         self.portable = False   # sent between processes as bytes, whatever their size (to another machine)
 
     def append(self, digest: RequestDigest) -> None:
-        record = (digest.turn, digest.step, digest.attempt, digest.dispatch_seq, digest.sha256, digest.inherited,
-                  digest.extends_previous, digest.causes)
-        line = marshal.dumps(record)
-        with _named_on_error(_SPOOLED):
-            self._opened().write(line)
+        record = marshal.dumps((digest.turn, digest.step, digest.attempt, digest.dispatch_seq, digest.sha256,
+                                digest.inherited, digest.extends_previous, digest.causes))
+        self._spool.add(record)
         self._count += 1
-        self._size += len(line)
-
-    def _opened(self) -> IO[bytes]:
-        if self._file is None:
-            self._file = _spooled_file()
-        return self._file
+        self._size += len(record)
 
     def __len__(self) -> int:
         return self._count
 
     def __iter__(self) -> Iterator[RequestDigest]:
-        file = self._file
+        file = self._spool.written()
         if file is None:
             return
         file.seek(0)
@@ -65,12 +87,13 @@ class DigestSpool:
     # the name of a copy the receiver opens and unlinks at once, so neither process holds the log's digests. A
     # portable one travels as bytes: a worker of a Dask cluster may be on another machine than its driver.
     def __getstate__(self) -> dict[str, Any]:
-        if self._file is None:
+        file = self._spool.written()
+        if file is None:
             return {"bytes": b"", "count": 0, "size": 0}
-        self._file.seek(0)
+        file.seek(0)
         try:
             if self._size <= SPILL_BYTES or self.portable:
-                return {"bytes": self._file.read(), "count": self._count, "size": self._size}
+                return {"bytes": file.read(), "count": self._count, "size": self._size}
             import shutil
             import tempfile
 
@@ -78,24 +101,24 @@ class DigestSpool:
                 copy = tempfile.NamedTemporaryFile(prefix="dsh-audit-digests-", delete=False)   # noqa: SIM115
                 try:
                     with copy:
-                        shutil.copyfileobj(self._file, copy)
+                        shutil.copyfileobj(file, copy)
                 except OSError:
                     os.unlink(copy.name)
                     raise
             return {"path": copy.name, "count": self._count, "size": self._size}
         finally:
-            self._file.seek(0, os.SEEK_END)
+            file.seek(0, os.SEEK_END)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._count, self._size = state["count"], state["size"]
+        self._spool = _Spool(_SPOOLED)
         if "bytes" in state:
-            self._file = None
             if state["bytes"]:
-                self._opened().write(state["bytes"])
+                self._spool.add(state["bytes"])
             return
-        self._file = open(state["path"], "r+b")   # noqa: SIM115 (owned)
+        self._spool.file = open(state["path"], "r+b")   # noqa: SIM115 (owned)
         os.unlink(state["path"])
-        self._file.seek(0, os.SEEK_END)
+        self._spool.file.seek(0, os.SEEK_END)
 
 
 def digest_line(request: Any) -> bytes:
@@ -106,36 +129,28 @@ def digest_line(request: Any) -> bytes:
 
 
 class DigestLines:
-    """A log's `rebuild --format digest` lines, appended in dispatch order and written out once. They reach the
-    spooled file LINES_PER_WRITE at a time: a write of each line (the spool's Python-level write and its error
-    context) cost three times the line's formatting, 0.06 s of CPU per GB of log."""
+    """A log's `rebuild --format digest` lines, appended in dispatch order and written out once (batched as
+    DigestSpool's records are)."""
 
     def __init__(self) -> None:
-        self._file: IO[bytes] = _spooled_file()
-        self._pending: list[bytes] = []
+        self._spool = _Spool(_LINES)
         self._count = 0
 
     def append(self, request: Any) -> None:
-        pending = self._pending
-        pending.append(digest_line(request))
-        if len(pending) >= LINES_PER_WRITE:
-            self._write_pending()
+        self._spool.add(digest_line(request))
         self._count += 1
-
-    def _write_pending(self) -> None:
-        with _named_on_error(_LINES):
-            self._file.write(b"".join(self._pending))
-        self._pending.clear()
 
     def __len__(self) -> int:
         return self._count
 
     def write_to(self, out: BinaryIO) -> None:
-        self._write_pending()
-        self._file.seek(0)
+        file = self._spool.written()
+        if file is None:
+            return
+        file.seek(0)
         while True:
             with _named_on_error(_LINES):
-                chunk = self._file.read(1 << 16)
+                chunk = file.read(1 << 16)
             if not chunk:
                 return
             out.write(chunk)   # outside: a failed write to `out` is the output's error, not the spool's

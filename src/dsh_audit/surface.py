@@ -46,10 +46,9 @@ def derive_message(event: dict[str, Any]) -> Any | None:
     return message if kind == "tool/result" else None
 
 
-def _projected(event: dict[str, Any]) -> tuple[bytes | None, Any]:
-    """What a parsed surface event keeps on the surface: its serialized message, and a tool/result's data."""
-    message = derive_message(event)
-    return (None if message is None else dumps_bytes(message)), event.get("data")
+def _serialized(message: Any | None) -> bytes | None:
+    """What the surface keeps of an event's projected message (derive_message): its bytes, None for none."""
+    return None if message is None else dumps_bytes(message)
 
 
 def _itself(value: Any) -> Any:
@@ -143,11 +142,10 @@ class Surface:
 
     def append(self, seq: int, event: dict[str, Any]) -> None:
         check_provenance(event, seq, [])
-        kind = event.get("type")
-        empty = not self.nodes
-        self.push(seq, kind, *_projected(event))
-        if self.protect_head and empty:
-            self.head_message = derive_message(event) if self.head_is_system else None
+        empty, message = not self.nodes, derive_message(event)
+        self.push(seq, event.get("type"), _serialized(message), event.get("data"))
+        if empty:
+            self._took_head(message)
 
     def push(self, seq: int, kind: Any, message: Any, tool: Any = None) -> None:
         """Append node `seq`, an event of type `kind` whose provenance was checked: `message` its serialized
@@ -186,11 +184,19 @@ class Surface:
     def replace(self, seq: int, event: dict[str, Any], op: dict[str, Any]) -> list[int]:
         start = op["startSeq"]
         at_head = bool(self.nodes) and self.nodes[0] == start   # node 0 is where start is first live
+        message = derive_message(event)
         shadowed = self.splice(seq, event.get("type"), start, op["endSeq"],
-                               lambda shadowed: check_provenance(event, seq, shadowed), *_projected(event))
-        if self.protect_head and at_head:
-            self.head_message = derive_message(event) if self.head_is_system else None
+                               lambda shadowed: check_provenance(event, seq, shadowed), _serialized(message),
+                               event.get("data"))
+        if at_head:
+            self._took_head(message)
         return shadowed
+
+    def _took_head(self, message: Any | None) -> None:
+        """The event that projects `message` is node 0 now (appended to an empty surface, or replacing from node
+        0): with a protected head, keep its message while it is a system head."""
+        if self.protect_head:
+            self.head_message = message if self.head_is_system else None
 
     def splice(self, seq: int, kind: Any, start: Any, end: Any, cited: Callable[[list[int]], None], message: Any,
                tool: Any = None) -> list[int]:

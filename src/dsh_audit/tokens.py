@@ -23,14 +23,13 @@ from __future__ import annotations
 import heapq
 import importlib.util
 import json
-import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from .codecache import generated
+from .codecache import fingerprint, generated
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -74,9 +73,8 @@ def merges() -> Merges:
     """The merge table of the installed tokenizer.json, from the code cache when it holds it for this file (its
     path, size, inode, modification and change times)."""
     path = tokenizer_json_path()
-    status = os.stat(path)
-    fingerprint = f"{path}\0{status.st_size}\0{status.st_ino}\0{status.st_mtime_ns}\0{status.st_ctime_ns}"
-    return Merges._make(generated("tokenizer merges", fingerprint, (__file__,), lambda: tuple(_merge_table(path))))
+    return Merges._make(generated("tokenizer merges", fingerprint([path]), (__file__,),
+                                  lambda: tuple(_merge_table(path))))
 
 
 def _merge_table(path: Path) -> Merges:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import cache
@@ -26,7 +25,7 @@ from urllib.parse import urljoin
 import msgspec
 import orjson
 
-from .codecache import generated
+from .codecache import fingerprint, generated
 from .fastcheck import GENERATOR_FILES as CHECK_CODE
 from .fastcheck import Check, SourceCompiler, load_checks, resolve_pointer
 from .text import clip, head
@@ -195,20 +194,11 @@ def schemas_digest() -> str:
     if not isinstance(root, Path):   # a zipped install: its members have no change time
         return _schemas()[1]
     try:
-        fingerprint = _fingerprint(root)
+        files = fingerprint(sorted(str(entry) for entry in (root / "generations.json", *_schema_files(root))))
     except OSError:
         return _schemas()[1]
-    digest: str = generated("schemas digest", fingerprint, GENERATOR_FILES, lambda: _schemas()[1])
+    digest: str = generated("schemas digest", files, GENERATOR_FILES, lambda: _schemas()[1])
     return digest
-
-
-def _fingerprint(root: Path) -> str:
-    """What changes whenever a file schemas_digest reads changes: its path, size, inode, mtime and ctime."""
-    lines = []
-    for path in sorted(str(entry) for entry in (root / "generations.json", *_schema_files(root))):
-        status = os.stat(path)
-        lines.append(f"{path}\0{status.st_size}\0{status.st_ino}\0{status.st_mtime_ns}\0{status.st_ctime_ns}")
-    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
 def fast_checks(kind: str, roots: Callable[[], Mapping[str, dict[str, Any]]]) -> dict[str, Check]:

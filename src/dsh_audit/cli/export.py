@@ -4,6 +4,7 @@ through a sink (the table or a JSON document)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -74,5 +75,13 @@ def export(logs: tuple[Path | str, ...], to: Path, jobs: int, engine: str, addre
                      f"({summary.cache_block_basis})"):
             click.echo("\n".join(wrap(line, width, "")))
     for name, why in (*summary.unreadable, *summary.without_cache):
-        click.echo(printable(f"audit: {why}" if why.startswith(name) else f"audit: {name}: {why}"), err=True)
+        click.echo(printable(f"audit: {why}" if _names_input(why, name) else f"audit: {name}: {why}"), err=True)
     return EXIT_UNREADABLE if summary.unreadable or summary.without_cache else EXIT_CLEAN
+
+
+def _names_input(why: str, name: str) -> bool:
+    """`why` begins by naming the input `name` (its real or absolute path, or an object's URL): as it is, or as
+    the reader was given it (a relative path, a path through a linked folder), followed by a colon."""
+    return why.startswith(name) or any(
+        char == ":" and name in (os.path.realpath(why[:end]), os.path.abspath(why[:end]))
+        for end, char in enumerate(why) if end)

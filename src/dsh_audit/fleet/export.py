@@ -29,7 +29,6 @@ from ..reports.cache_report import report_block
 from .dataset import Dataset, now
 from .unit import ExportedLog, ExportOptions, export_logs, failed, log_key, log_name
 
-ExportItem = tuple[Found, Path | None, ExportOptions]
 # A task is at most TASK_LOGS logs and TASK_BYTES of them (one log at least): small logs go many to a task, so the
 # engine's cost per task (Dask's scheduling, the results' transfer) is shared; a big log goes alone, so the rows in
 # flight (a log's rows are its largest part) stay bounded by bytes, not by a count of logs.
@@ -37,10 +36,23 @@ TASK_LOGS = 32
 TASK_BYTES = 4 << 20
 
 
+@dataclass(frozen=True, slots=True)
+class ExportItem:
+    """A log file the run reads, with what planning it learned: its name (log_name, or an object's URL), which
+    the unit is given rather than resolving it again, and its size in bytes (0 if it could not be stat'ed), which
+    cuts the tasks."""
+
+    file: Found
+    found_in: Path | None
+    options: ExportOptions
+    name: str
+    size: int
+
+
 def export_task(task: list[ExportItem]) -> list[ExportedLog]:
     """The unit of work as an engine maps it (dsh_audit.engines.map_units): a task of items, their logs
     (unit.export_logs: export_log of each, their cache figures judged together)."""
-    return export_logs(task)
+    return export_logs([(item.file, item.found_in, item.options, item.name) for item in task])
 
 
 def tasks(items: list[ExportItem]) -> list[list[ExportItem]]:
@@ -49,22 +61,12 @@ def tasks(items: list[ExportItem]) -> list[list[ExportItem]]:
     task: list[ExportItem] = []
     held = 0
     for item in items:
-        size = _size(item[0])
-        if task and (len(task) == TASK_LOGS or held + size > TASK_BYTES):
+        if task and (len(task) == TASK_LOGS or held + item.size > TASK_BYTES):
             cut.append(task)
             task, held = [], 0
         task.append(item)
-        held += size
+        held += item.size
     return [*cut, task] if task else cut
-
-
-def _size(file: Found) -> int:
-    if isinstance(file, RemoteLog):
-        return file.size or 0
-    try:
-        return os.stat(file).st_size
-    except OSError:
-        return 0   # the unit says why it cannot be read
 
 
 @dataclass(slots=True)
@@ -149,12 +151,15 @@ def export(sources: Sequence[str | os.PathLike[str] | RemoteSource], root: Path,
     for file in found.files:
         if file in found.ambiguous:
             continue
-        key = log_key(file.url if isinstance(file, RemoteLog) else log_name(file))
-        if _as_recorded(file, found.found_in.get(file), dataset.logs.get(key)):
+        found_in = found.found_in.get(file)
+        name, status = (file.url, None) if isinstance(file, RemoteLog) else (log_name(file), _stat(file, found_in))
+        key = log_key(name)
+        if _as_recorded(file, status, dataset.logs.get(key)):
             keys.append(key)
             summary.skipped += 1
         else:
-            todo.append((file, found.found_in.get(file), options))
+            size = file.size if isinstance(file, RemoteLog) else status.st_size if status is not None else None
+            todo.append(ExportItem(file, found_in, options, name, size or 0))
     # forkserver: a pool worker forked from this process, whose Arrow and polars threads may hold their locks
     # while it writes, can deadlock. One task per chunk: the engine holds a few tasks' results per worker.
     choice = msgspec.structs.replace(engine or EngineChoice(), start_method="forkserver", chunk_cap=1)
@@ -196,15 +201,19 @@ def _not_read(found: Discovery) -> Iterator[tuple[str, str]]:
         yield _name(path), f"{path}: {why}"
 
 
-def _as_recorded(file: Found, found_in: Path | None, entry: dict[str, Any] | None) -> bool:
-    """The file was read before and its size and modification time are those recorded (an object: its size
-    and ETag or version, as listed): it is skipped."""
+def _stat(file: Path, found_in: Path | None) -> os.stat_result | None:
+    """A local log's status, taken once as the run is planned (a link a walk found is not followed)."""
+    try:
+        return os.stat(file, follow_symlinks=found_in is None)
+    except OSError:
+        return None   # the unit says why it cannot be read
+
+
+def _as_recorded(file: Found, status: os.stat_result | None, entry: dict[str, Any] | None) -> bool:
+    """The file was read before and its size and modification time (`status`) are those recorded (an object:
+    its size and ETag or version, as listed): it is skipped."""
     if entry is None or entry["status"] != "read":
         return False
     if isinstance(file, RemoteLog):
         return file.version is not None and (file.size, file.version) == (entry["size"], entry.get("version"))
-    try:
-        status = os.stat(file, follow_symlinks=found_in is None)
-    except OSError:
-        return False   # the unit says why it cannot be read
-    return bool(status.st_size == entry["size"] and status.st_mtime_ns == entry["mtimeNs"])
+    return status is not None and status.st_size == entry["size"] and status.st_mtime_ns == entry["mtimeNs"]

@@ -68,10 +68,11 @@ def _waste(calls: pl.LazyFrame) -> list[pl.Expr]:
             pl.col("costUsd").sum().alias("costUsd")]
 
 
-def totals(root: Path, chosen: CallFilter | None = None) -> pl.DataFrame:
+def totals(root: Path, chosen: CallFilter | None = None, kept: pl.LazyFrame | None = None) -> pl.DataFrame:
     """The dataset's totals in cache-report's columns (--rows totals): own calls only, as it sums them; with a
-    filter, over the calls it keeps, and the logs that keep any (the cache block stays the run's)."""
-    kept = calls(root, chosen)
+    filter, over the calls it keeps (`kept`, where the caller has read them already), and the logs that keep any
+    (the cache block stays the run's)."""
+    kept = calls(root, chosen) if kept is None else kept
     own = kept.filter(~pl.col("inherited"))
     request, compaction, side = (pl.col("kind") == kind for kind in ("request", "compaction", "side"))
     reads = pl.col("cacheReadTokens").cast(pl.Int128).fill_null(0).sum()

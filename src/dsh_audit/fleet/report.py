@@ -14,8 +14,8 @@ import polars as pl
 from ..findings import Finding
 from ..readers.discover import Unreadable
 from ..readers.home import SessionOrigin
-from ..reports.cache_report import LOG_COLUMNS, REQUEST_COLUMNS, CacheReport, log_summary
-from ..reports.filters import CallFilter
+from ..reports.cache_report import LOG_COLUMNS, REQUEST_COLUMNS, CacheReport
+from ..reports.filters import CallFilter, summed_per_log
 from ..reports.header_diff import COLUMNS as HEADER_COLUMNS
 from ..reports.html import (
     DETAILED_SESSIONS,
@@ -25,7 +25,6 @@ from ..reports.html import (
     VerifyFindings,
     ranked_logs,
 )
-from ..reports.render import rows_frame
 from .columns import CACHE_RENAMED
 from .dataset import MANIFEST
 from .query import calls, scan, totals
@@ -53,8 +52,9 @@ def dataset_parts(root: Path, chosen: CallFilter | None = None
     findings = scan(root, "findings")
     kept_calls, kept = scan(root, "calls"), pl.lit(True)
     if chosen:   # as one_walk.narrowed: the findings of the logs that keep any call, no other
-        kept_calls = calls(root, chosen).select(list(REQUEST_COLUMNS)).collect().lazy()
-        logs = _summed_again(logs, kept_calls.collect())
+        kept_frame = calls(root, chosen).select("key", *REQUEST_COLUMNS).collect()   # read and filtered once
+        kept_calls = kept_frame.lazy()
+        logs = summed_per_log(logs, kept_frame)
         kept = pl.col("log").is_in(logs["log"].to_list())
         read, findings = read.filter(kept), findings.filter(kept)
     tally = pl.concat([
@@ -74,16 +74,9 @@ def dataset_parts(root: Path, chosen: CallFilter | None = None
                              row["eventType"], bool(row["rejects"]), row["log"]).render()}
             for row in shown.iter_rows(named=True)]
     unread = all_logs.filter(pl.col("cacheBlock").is_null()).iter_rows(named=True)
-    report = CacheReport(drawn_calls, logs, totals(root, chosen),
+    report = CacheReport(drawn_calls, logs, totals(root, chosen, kept_calls if chosen else None),
                          unreadable=[Unreadable(row["log"], row["readError"] or row["cacheError"] or "")
                                      for row in unread])
     origins = {row["log"]: SessionOrigin(row["createdMs"], row["cwd"]) for row in read.iter_rows(named=True)}
     return report, headers, VerifyFindings(pl.DataFrame(rows, schema=FINDING_COLUMNS, orient="row"), tally), origins
 
-
-def _summed_again(logs: pl.DataFrame, kept: pl.DataFrame) -> pl.DataFrame:
-    """The per-log rows of the logs that keep any call, each summed over its kept calls (reports.filters)."""
-    parts = kept.partition_by("log", as_dict=True, maintain_order=True)
-    return rows_frame([log_summary(log["log"], log["generation"], log["sessionId"], parts[(log["log"],)])
-                       for log in logs.select("log", "generation", "sessionId").to_dicts() if (log["log"],) in parts],
-                      LOG_COLUMNS)

@@ -24,11 +24,8 @@ from ..errors import DshAuditError
 from ..readers.discover import Found
 from ..readers.found import opener
 from ..readers.objects import RemoteLog
-from ..reports.cache_report import _SUMS as SUMMED
-from ..reports.cache_report import UNEXPLAINED, judge, with_block
-from ..reports.cache_report import _ratio as ratio
+from ..reports.cache_report import judge, log_summary, with_block
 from ..reports.header_diff import LogHeaders, Run, log_headers
-from ..reports.numbers import checked_total
 from ..reports.one_walk import OPTIONS, Walked, walk_log
 from .columns import CACHE_RENAMED, TABLES, scanned_columns
 
@@ -79,23 +76,26 @@ def log_name(path: Path) -> str:
     return os.path.realpath(path)
 
 
-def export_log(path: Path | RemoteLog, found_in: Path | None, options: ExportOptions) -> ExportedLog:
+def export_log(path: Path | RemoteLog, found_in: Path | None, options: ExportOptions, *, name: str | None = None
+               ) -> ExportedLog:
     """The rows of the log file at `path` (`found_in`: the folder a walk found it in, from which it is opened
-    without following a link), or of an object in storage, spooled where this runs (readers.spool) and named by
-    its URL. Never raises for the log's sake: an unreadable file is a failed `logs` row."""
-    return export_logs([(path, found_in, options)])[0]
+    without following a link; `name`: its log_name, where the caller has resolved it already), or of an object in
+    storage, spooled where this runs (readers.spool) and named by its URL. Never raises for the log's sake: an
+    unreadable file is a failed `logs` row."""
+    return export_logs([(path, found_in, options, name)])[0]
 
 
-def export_logs(items: Sequence[tuple[Found, Path | None, ExportOptions]]) -> list[ExportedLog]:
-    """export_log of each item, in order. The cache figures of all of them are judged in one pass of polars
-    (reports.cache_report.judge, which reads each row alone): on a small log its fixed cost was most of the
-    judgement's."""
+def export_logs(items: Sequence[tuple[Found, Path | None, ExportOptions, str | None]]) -> list[ExportedLog]:
+    """export_log of each item (its arguments), in order. The cache figures of all of them are judged in one pass
+    of polars (reports.cache_report.judge, which reads each row alone): on a small log its fixed cost was most of
+    the judgement's."""
     read = [_read(*item) for item in items]
     _judge([one for one in read if isinstance(one, _Read)])
     return [one if isinstance(one, ExportedLog) else one.exported_rows() for one in read]
 
 
-def _read(path: Path | RemoteLog, found_in: Path | None, options: ExportOptions) -> _Read | ExportedLog:
+def _read(path: Path | RemoteLog, found_in: Path | None, options: ExportOptions, name: str | None
+          ) -> _Read | ExportedLog:
     """One log file read and walked (or its failed row)."""
     if isinstance(path, RemoteLog):
         from ..readers.spool import spooled
@@ -108,7 +108,7 @@ def _read(path: Path | RemoteLog, found_in: Path | None, options: ExportOptions)
             return failed(exported, str(error))
         exported.mtime_ns = None   # the spool's copy's, not the object's
         return read
-    file = log_name(path)
+    file = name if name is not None else log_name(path)
     return _walked(ExportedLog(log_key(file), file, None, None, None), path, found_in, options)
 
 
@@ -192,10 +192,11 @@ def _judge(reads: list[_Read]) -> None:
     for (read, k, first, block), frame in zip(placed, frames, strict=True):
         if read.cache_error is not None:
             continue
-        label = read.parts[k].report.label
+        report = read.parts[k].report
         try:
-            summary = {CACHE_RENAMED.get(name, name): value
-                       for name, value in _log_summary(label, judged.slice(first, frame.height)).items()}
+            summed = log_summary(report.label, report.generation, read.logs[k].session_id,
+                                 judged.slice(first, frame.height))
+            summary = {CACHE_RENAMED.get(name, name): value for name, value in summed.items()}
         except DshAuditError as error:   # sums past what a report holds, which cache-report refuses in one line
             read.cache_error, read.figures = str(error), [None] * len(read.parts)
             continue
@@ -265,43 +266,3 @@ def _session_rows(exported: ExportedLog, log: LogHeaders, one: Walked, cache_err
         for finding in report.findings)
     rows["header_changes"].extend({**row, **where} for row in one.header_rows)
 
-
-_OWN = ~pl.col("inherited")
-_KIND = pl.col("kind")
-_REQUEST = _OWN & (_KIND == "request")
-_COLLAPSED = _REQUEST & pl.col("collapse")
-
-
-def _log_summary(label: str, calls: pl.DataFrame) -> dict[str, Any]:
-    """cache-report's per-log row of one log's judged `calls` (reports.cache_report.log_summary), but for its
-    name, generation and session: the same sums over the same rows, in one pass of polars where that one filters
-    the frame a dozen times (a tenth of the time on a small log's few calls)."""
-    side = _OWN & (_KIND == "side")
-    sums = calls.select(
-        models=pl.col("model").filter(_KIND == "request").drop_nulls().unique(maintain_order=True).implode(),
-        own=_OWN.sum(), requests=_REQUEST.sum(), compactionCalls=(_OWN & (_KIND == "compaction")).sum(),
-        sideCalls=side.sum(), sideCallTokens=pl.col("estimatedTokens").filter(side).sum(),
-        sideUnestimated=pl.col("estimatedTokens").filter(side).null_count(),
-        **{name: pl.col(name).filter(_OWN).cast(pl.Int128).fill_null(0).sum() for name in SUMMED},
-        collapses=_COLLAPSED.sum(),
-        unexplained=pl.col("cause").filter(_COLLAPSED).eq(UNEXPLAINED).fill_null(False).sum(),
-        collapseCostUsd=pl.col("collapseCostUsd").filter(_COLLAPSED).fill_null(0).sum(),
-        predictionsCompared=pl.col("withinBlock").filter(_REQUEST).is_not_null().sum(),
-        predictionsWithinBlock=pl.col("withinBlock").filter(_REQUEST).sum(),
-        priced=pl.col("costUsd").filter(_OWN).count(), costUsd=pl.col("costUsd").filter(_OWN).sum(),
-        approximate=pl.col("approximate").filter(_OWN).any(),
-    ).row(0, named=True)
-    totals = {name: checked_total(int(sums[name]), name, label) for name in SUMMED}
-    notes = dict.fromkeys(note for row in calls["note"].drop_nulls() for note in row.split("; "))
-    return {
-        "model": ", ".join(sums["models"]) or None, "requests": sums["requests"],
-        "compactionCalls": sums["compactionCalls"],
-        "otherCalls": sums["own"] - sums["requests"] - sums["compactionCalls"] - sums["sideCalls"],
-        "sideCalls": sums["sideCalls"],
-        "sideCallTokens": int(sums["sideCallTokens"]) if sums["sideUnestimated"] == 0 else None,
-        **totals, "hitRatio": ratio(totals["cacheReadTokens"], totals["inputTokens"]),
-        "collapses": sums["collapses"], "unexplained": sums["unexplained"],
-        "collapseCostUsd": float(sums["collapseCostUsd"]), "predictionsCompared": sums["predictionsCompared"],
-        "predictionsWithinBlock": int(sums["predictionsWithinBlock"] or 0),
-        "costUsd": float(sums["costUsd"]) if sums["priced"] else None, "approximate": bool(sums["approximate"]),
-        "notes": "; ".join(notes) or None}

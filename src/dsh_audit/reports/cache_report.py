@@ -437,32 +437,47 @@ def judge(frame: pl.DataFrame, ratio: float) -> pl.DataFrame:
     ).drop(list(_WORKING_COLUMNS))
 
 
+_OWN = ~pl.col("inherited")
+_REQUEST = _OWN & (pl.col("kind") == "request")
+_SIDE = _OWN & (pl.col("kind") == "side")
+_COLLAPSED = _REQUEST & pl.col("collapse")
+# Every figure `summarize` gives, in one select: a pass of polars over the calls where filtering them for each
+# figure cost about ten (a small log's few calls). Token sums are summed wider than the column: an Int64 sum wraps
+# silently. A cost sums the priced calls alone: none priced (no usage logged) is not a cost of $0.
+_SUMMED = {
+    "own": _OWN.sum(), "requests": _REQUEST.sum(), "compactionCalls": (_OWN & (pl.col("kind") == "compaction")).sum(),
+    "sideCalls": _SIDE.sum(), "sideCallTokens": pl.col("estimatedTokens").filter(_SIDE).sum(),
+    "sideUnestimated": pl.col("estimatedTokens").filter(_SIDE).null_count(),
+    **{name: pl.col(name).filter(_OWN).cast(pl.Int128).fill_null(0).sum() for name in _SUMS},
+    "collapses": _COLLAPSED.sum(),
+    "unexplained": pl.col("cause").filter(_COLLAPSED).eq(UNEXPLAINED).fill_null(False).sum(),
+    "collapseCostUsd": pl.col("collapseCostUsd").filter(_COLLAPSED).fill_null(0).sum(),
+    "predictionsCompared": pl.col("withinBlock").filter(_REQUEST).is_not_null().sum(),
+    "predictionsWithinBlock": pl.col("withinBlock").filter(_REQUEST).sum(),
+    "priced": pl.col("costUsd").filter(_OWN).count(), "costUsd": pl.col("costUsd").filter(_OWN).drop_nulls().sum(),
+    "approximate": pl.col("approximate").filter(_OWN).any(),
+}
+
+
 def summarize(calls_frame: pl.DataFrame, log: str | None = None) -> dict[str, Any]:
     """Totals over own calls only: a child log's inherited requests were paid for by its parent. `log` names the
     one log summed, if one is."""
-    own = calls_frame.filter(~pl.col("inherited"))
-    requests = own.filter(pl.col("kind") == "request")
-    compactions = own.filter(pl.col("kind") == "compaction")
-    sides = own.filter(pl.col("kind") == "side")
-    priced = own["costUsd"].drop_nulls()   # none: no call of theirs logged its usage, which is not a cost of $0
+    return _summary(calls_frame.select(**_SUMMED).row(0, named=True), log)
 
-    def total(column: str) -> int:   # summed wider than the column: an Int64 sum wraps silently
-        return checked_total(int(own[column].cast(pl.Int128).fill_null(0).sum()), column, log)
 
-    reads, fresh = total("cacheReadTokens"), total("inputTokens")
-    compared = requests.filter(pl.col("withinBlock").is_not_null())
-    collapsed = requests.filter(pl.col("collapse"))
+def _summary(sums: dict[str, Any], log: str | None) -> dict[str, Any]:
+    """`summarize`'s figures from the row of _SUMMED."""
+    totals = {name: checked_total(int(sums[name]), name, log) for name in _SUMS}
     return {
-        "requests": requests.height, "compactionCalls": compactions.height,
-        "otherCalls": own.height - requests.height - compactions.height - sides.height,
-        "sideCalls": sides.height,
-        "sideCallTokens": int(sides["estimatedTokens"].sum()) if sides["estimatedTokens"].null_count() == 0 else None,
-        **{name: total(name) for name in _SUMS}, "hitRatio": _ratio(reads, fresh),
-        "collapses": collapsed.height, "unexplained": collapsed.filter(pl.col("cause") == UNEXPLAINED).height,
-        "collapseCostUsd": float(collapsed["collapseCostUsd"].fill_null(0).sum()),
-        "predictionsCompared": compared.height, "predictionsWithinBlock": int(compared["withinBlock"].sum()),
-        "costUsd": float(priced.sum()) if priced.len() else None,
-        "approximate": bool(own["approximate"].any()) if own.height else False,
+        "requests": sums["requests"], "compactionCalls": sums["compactionCalls"],
+        "otherCalls": sums["own"] - sums["requests"] - sums["compactionCalls"] - sums["sideCalls"],
+        "sideCalls": sums["sideCalls"],
+        "sideCallTokens": int(sums["sideCallTokens"]) if sums["sideUnestimated"] == 0 else None,
+        **totals, "hitRatio": _ratio(totals["cacheReadTokens"], totals["inputTokens"]),
+        "collapses": sums["collapses"], "unexplained": sums["unexplained"],
+        "collapseCostUsd": float(sums["collapseCostUsd"]), "predictionsCompared": sums["predictionsCompared"],
+        "predictionsWithinBlock": int(sums["predictionsWithinBlock"] or 0),
+        "costUsd": float(sums["costUsd"]) if sums["priced"] else None, "approximate": bool(sums["approximate"]),
     }
 
 
@@ -478,13 +493,13 @@ class _LogRead:
     block: int   # the cache block its rows are judged by
 
 
-def log_summary(label: str, generation: int, session_id: str, frame: pl.DataFrame) -> dict[str, Any]:
-    """The per-log row of one log's calls (`frame`)."""
-    models = frame.filter(pl.col("kind") == "request")["model"].drop_nulls().unique(maintain_order=True)
+def log_summary(label: str, generation: int | None, session_id: str, frame: pl.DataFrame) -> dict[str, Any]:
+    """The per-log row of one log's calls (`frame`): `summarize`'s figures, in the same pass its models."""
+    sums = frame.select(**_SUMMED, models=pl.col("model").filter(pl.col("kind") == "request").drop_nulls()
+                        .unique(maintain_order=True).implode()).row(0, named=True)
     notes = dict.fromkeys(note for row in frame["note"].drop_nulls() for note in row.split("; "))
     return {"log": label, "generation": generation, "sessionId": session_id,
-            "model": ", ".join(models.to_list()) or None, **summarize(frame, label),
-            "notes": "; ".join(notes) or None}
+            "model": ", ".join(sums["models"]) or None, **_summary(sums, label), "notes": "; ".join(notes) or None}
 
 
 def build_cache_report(paths: Iterable[str | os.PathLike[str] | RemoteSource],

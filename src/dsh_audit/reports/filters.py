@@ -52,11 +52,17 @@ def filtered(report: CacheReport, chosen: CallFilter) -> CacheReport:
     if not chosen:
         return report
     requests = report.requests.filter(chosen.expression(report.cwds))
-    parts = requests.partition_by("log", as_dict=True, maintain_order=True)
-    summaries = [log_summary(log["log"], log["generation"], log["sessionId"], parts[(log["log"],)])
-                 for log in report.logs.select("log", "generation", "sessionId").to_dicts()
-                 if (log["log"],) in parts]
+    logs = summed_per_log(report.logs, requests)
     block = report.totals.select("cacheBlock", "cacheBlockBasis").to_dicts()[0]
-    totals = {"logs": len(summaries), **summarize(requests), **block}
-    return replace(report, requests=requests, logs=rows_frame(summaries, LOG_COLUMNS),
+    totals = {"logs": logs.height, **summarize(requests), **block}
+    return replace(report, requests=requests, logs=logs,
                    totals=pl.DataFrame([totals], schema=TOTAL_COLUMNS, orient="row"))
+
+
+def summed_per_log(logs: pl.DataFrame, requests: pl.DataFrame) -> pl.DataFrame:
+    """The per-log rows (LOG_COLUMNS) of the logs in `logs` (in its order) that keep any of `requests`, each
+    summed over its own."""
+    parts = requests.partition_by("log", as_dict=True, maintain_order=True)
+    return rows_frame([log_summary(log["log"], log["generation"], log["sessionId"], parts[(log["log"],)])
+                       for log in logs.select("log", "generation", "sessionId").to_dicts() if (log["log"],) in parts],
+                      LOG_COLUMNS)
