@@ -169,6 +169,21 @@ def _head_tokens(segment: str) -> int:
     return count_tokens(segment)
 
 
+_HEADS: dict[tuple[int, tuple[str, ...]], tuple[_Envelope, str]] = {}   # by the envelope's id: it is kept alive
+
+
+def _head_segment(envelope: _Envelope, system: list[str]) -> str:
+    """head_segment of an envelope's tools and these system texts, rendered once per process for each (a shared
+    envelope's tools are rendered once, not once per log)."""
+    key = (id(envelope), tuple(system))
+    held = _HEADS.get(key)
+    if held is None or held[0] is not envelope:
+        if len(_HEADS) >= SHARED_HEADS:
+            _HEADS.clear()
+        held = _HEADS[key] = (envelope, head_segment(system, envelope.tools, envelope.mode))
+    return held[1]
+
+
 def _real_body(request: RebuiltRequest, real: RealHeader) -> dict[str, Any]:
     """The rebuilt request with supplied real content where its header (or v3 system head) is scrubbed."""
     if request.parts is None:
@@ -381,7 +396,7 @@ class Predictor:
                 system.append(content)
             index += 1
         if self._head_memo is None or self._head_memo[0] is not envelope or self._head_memo[1] != system:
-            self._head_memo = (envelope, system, head_segment(system, envelope.tools, envelope.mode))
+            self._head_memo = (envelope, system, _head_segment(envelope, system))
         return self._head_memo[2], index, scrubbed
 
     def _wire_of(self, message: bytes, model: Any) -> list[Any]:
