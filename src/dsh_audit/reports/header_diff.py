@@ -24,7 +24,7 @@ from msgspec import structs
 
 from ..errors import DshAuditError, LogReadError
 from ..header import HeaderSnapshot, is_placeholder, system_text
-from ..jsjson import dumps
+from ..jsjson import dumps, same_text
 from ..log_filter import LogFilter
 from ..readers import open_logs
 from ..readers.discover import Skipped, Unreadable, read_each
@@ -218,7 +218,7 @@ def diff_headers(old: HeaderSnapshot, new: HeaderSnapshot) -> list[Change]:
     changes: list[Change] = []
     changes += diff_config(old.header.get("config"), new.header.get("config"))
     a, b = old.header.get("adapterDefaults"), new.header.get("adapterDefaults")
-    if _text(a) != _text(b):
+    if not same_text(a, b):
         changes.append(_row("adapterDefaults", _presence(a, b), before=_text(a), after=_text(b)))
     changes += diff_system(old.raw.get("system"), new.raw.get("system"))
     changes += diff_tools(old.raw.get("tools"), new.raw.get("tools"))
@@ -231,7 +231,7 @@ def diff_config(old: Any, new: Any) -> list[Change]:
     new = new if isinstance(new, dict) else {}
     return [_row(f"config.{key}", _presence(old.get(key), new.get(key)),
                  before=_text(old.get(key)), after=_text(new.get(key)))
-            for key in dict.fromkeys([*old, *new]) if _text(old.get(key)) != _text(new.get(key))]
+            for key in dict.fromkeys([*old, *new]) if not same_text(old.get(key), new.get(key))]
 
 
 def _unverifiable(fld: str, old: Any, new: Any) -> Change:
@@ -291,7 +291,7 @@ def diff_tools(old: Any, new: Any) -> list[Change]:
         return [_unverifiable("tools", old, new)]
     listed = [*(old if isinstance(old, list) else []), *(new if isinstance(new, list) else [])]
     names_only = any(isinstance(tool, str) for tool in listed)
-    if _text(old) == _text(new) and not names_only:
+    if same_text(old, new) and not names_only:
         return []
     before, after = _tool_map(old), _tool_map(new)
     changes = [_row("tools", "removed", path=f"tools[{name}]", before=name) for name in before if name not in after]
@@ -310,7 +310,7 @@ def diff_tools(old: Any, new: Any) -> list[Change]:
 
 
 def _diff_tool_schema(name: str, old: Any, new: Any) -> list[Change]:
-    if _text(old) == _text(new) or isinstance(old, str) or isinstance(new, str):
+    if same_text(old, new) or isinstance(old, str) or isinstance(new, str):
         return []
     tree = DeepDiff(old, new, view="tree")
     changes = []
@@ -336,7 +336,7 @@ def _diff_prefix(old: Any, new: Any) -> list[Change]:
         return []
     if is_placeholder(old) or is_placeholder(new):
         return [_unverifiable("messagePrefix", old, new)]
-    if _text(old) == _text(new):
+    if same_text(old, new):
         return []
     return [_row("messagePrefix", _presence(old, new), before=_count(old), after=_count(new))]
 
