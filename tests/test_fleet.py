@@ -33,7 +33,7 @@ from dsh_audit.reports.filters import CallFilter
 from homebuilder import build_messy_home
 from test_fastpath import generate
 from test_filters_everywhere import build_timed_home
-from test_numbers import every_generation, log_text, write_log
+from test_numbers import MARK, every_generation, log_text, write_log
 
 
 def run(*args: str) -> tuple[int, str, str]:
@@ -303,6 +303,25 @@ def test_a_log_whose_cache_figures_cannot_be_made_is_named_and_exits_2_as_cache_
     rows = query.scan(dataset, "logs").collect().filter(pl.col("file") == str(over))
     assert rows["cacheError"].to_list() == [said.strip().removeprefix("audit: ")]
     assert rows["status"].to_list() != ["unreadable"] and rows["costUsd"].to_list() == [None]
+    assert_totals_equal(dataset, built / "v3")
+
+
+def test_a_log_whose_token_sums_pass_int64_is_exported_without_cache_figures(built: Path, tmp_path: Path) -> None:
+    """1,030 requests of 2**53-1 input tokens each: every count is one a report holds, their sum is not. The unit
+    makes the log a withoutCacheFigures row in cache-report's words (exit 2), as a count past the bound, and
+    exports its verify rows; it does not stop."""
+    over = write_log(tmp_path / "over", 0, log_text(0, turns=1030).replace(str(MARK), str(2**53 - 1)))
+    refused, _, said = run("cache-report", str(over))
+    assert refused == 2 and "add up to" in said
+    dataset = tmp_path / "fleet"
+    code, out, err = run("export", str(built / "v3"), str(over.parent), "--to", str(dataset), "--json")
+    assert code == 2 and said.strip() in err and err.count("\n") == 1
+    document = json.loads(out)
+    assert [one["input"] for one in document["withoutCacheFigures"]] == [str(over)]
+    rows = query.scan(dataset, "logs").collect().filter(pl.col("file") == str(over))
+    assert rows["cacheError"].to_list() == [said.strip().removeprefix("audit: ")]
+    assert rows["rebuiltRequests"].to_list() == [1030] and rows["inputTokens"].to_list() == [None]
+    assert query.scan(dataset, "requests").filter(pl.col("log") == str(over)).collect().height == 1030
     assert_totals_equal(dataset, built / "v3")
 
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from conftest_reference import LOGS_ROOT
 from dsh_audit import jsjson
-from dsh_audit.jsjson import dumps, dumps_bytes, dumps_pure, js_number
+from dsh_audit.jsjson import dumps, dumps_bytes, dumps_pure, js_number, same_text
 
 NODE_SCRIPT = Path(__file__).parent / "js" / "stringify.mjs"
 LOGS_DIR = LOGS_ROOT
@@ -244,3 +244,17 @@ def test_matches_node_on_every_log_line() -> None:
     assert wrong[:3] == []
     fast = sum(jsjson._dumps_fast(orjson.loads(text)) is not None for text in texts)
     assert fast / len(texts) > 0.99  # the orjson path, not the pure encoder, carries real logs
+
+
+@pytest.mark.parametrize(("a", "b", "same"), [
+    ({"x": 1}, {"x": 1.0}, True),            # one number to JS, two texts to orjson
+    ({"x": 1}, {"x": True}, False),
+    ({"1": "a", "b": 2}, {"b": 2, "1": "a"}, True),   # JS lists array-index keys first
+    ({"b": 2, "a": 1}, {"a": 1, "b": 2}, False),      # otherwise key order is kept
+    ([2**60], [2**60], True),                # past what orjson writes: the JS texts are compared
+    ("\ud800", "\ud800", True),
+    (None, None, True),
+])
+def test_same_text_is_json_stringify_s_equality(a: object, b: object, same: bool) -> None:
+    assert same_text(a, b) is same
+    assert (dumps(a) == dumps(b)) is same

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from conftest_reference import LOGS_ROOT, require_corpus
 from dsh_audit.cli import main
+from dsh_audit.fastpath import Decided, decide
 from dsh_audit.generations import generation, generations
 from dsh_audit.readers import jsonl, open_logs
 from dsh_audit.readers.discover import discover_logs
@@ -160,6 +161,15 @@ class Reads:
         self.streamed.clear()
 
 
+def fast_decided(path: Path) -> bool:
+    """Whether the fast path decides the one log at `path` (then nothing streams its events)."""
+    [source] = open_logs(path)
+    try:
+        return isinstance(decide(source), Decided)
+    finally:
+        source.close()
+
+
 def cut_pass(path: Path) -> int:
     """1 for a seeded child whose generation finds its inherited cut in a first pass over the log (walker.
     inherited_cut: every command reads such a child twice), else 0."""
@@ -181,20 +191,26 @@ def report(folder: Path, tmp_path: Path, *options: str) -> None:
 
 def test_audit_report_reads_each_log_once(built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every generation's logs (session folders of a log and its forks) and a flat folder of more logs than a run
-    keeps open: each log's events are streamed once, and its file opened once, or twice in the flat folder (its
-    run's headers are read first: a fork's parent is walked before it). A v2+ seeded child adds the first pass
-    that finds its inherited cut. The flat folder's sessions collapse, so their header lines are read once more:
-    the page names them by short id, and checks that `audit explain --session ID` picks each
-    (readers.home.picked_by_prefix). The three commands' reads, counted the same way, for contrast."""
+    keeps open: each log's events are streamed once, or not at all where the fast path decides it, and its file
+    opened once, or twice in the flat folder (its run's headers are read first: a fork's parent is walked before
+    it), plus at most three opens of the fast path's own reader (its kind, its seqs, its lines: fastpath.lines),
+    as verify's and cache-report's. A v2+ seeded child adds the first pass that finds its inherited cut. The flat
+    folder's sessions collapse, so their header lines are read once more: the page names them by short id, and
+    checks that `audit explain --session ID` picks each (readers.home.picked_by_prefix). The three commands'
+    reads, counted the same way, for contrast."""
     flat = many_sessions(tmp_path / "flat", KEPT_OPEN + 1)
     reads = Reads(monkeypatch)
     for folder, opens in ((GENERATIONS, 1), (built, 1), (flat, 2 + 1)):
         found = discover_logs([folder], all_generations=True).files
         files = [path for path in found if readable(path)]
+        decided = {path for path in files if fast_decided(path)}
         reads.clear()
         report(folder, tmp_path, "--all-generations")
-        assert reads.streamed == {str(path): 1 + cut_pass(path) for path in files}
-        assert reads.opened == {str(path): opens + cut_pass(path) if path in files else 1 for path in found}
+        assert reads.streamed == {str(path): int(path not in decided) + cut_pass(path) for path in files
+                                  if path not in decided or cut_pass(path)}
+        for path in found:
+            least = opens + cut_pass(path) if path in files else 1
+            assert least <= reads.opened[str(path)] <= least + 3, path
         reads.clear()
         three_commands([folder], all_generations=True)
         print(f"\n{folder.name}: {len(files)} logs; audit report opened them {opens * len(files)} times (plus "

@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from .jsjson import dumps
+from .jsjson import dumps, same_text
 
 PLACEHOLDER_PREFIX = "{{"
 
@@ -111,7 +111,7 @@ def same_prompt(a: HeaderSnapshot | None, b: HeaderSnapshot | None) -> bool:
         return dumps(ca) == dumps(cb) and same_envelope(a, b)
     return (all(_same_json(ca, cb, key) for key in ("provider", "model"))
             and a.header.get("system") == b.header.get("system")
-            and dumps(a.header.get("tools") or []) == dumps(b.header.get("tools") or [])
+            and same_text(a.header.get("tools") or [], b.header.get("tools") or [])
             and a.message_prefix == b.message_prefix)
 
 
@@ -129,15 +129,14 @@ def header_equals(a: dict[str, Any], b: dict[str, Any]) -> bool:
             return False
     if a.get("system") != b.get("system"):
         return False
-    ta, tb = a.get("tools") or [], b.get("tools") or []
-    return dumps(ta) == dumps(tb)
+    return same_text(a.get("tools") or [], b.get("tools") or [])
 
 
 def _same_json(a: dict[str, Any], b: dict[str, Any], key: str) -> bool:
     """Same presence and same JSON text: JS `===` on scalars (1 and 1.0 are one number; true is not 1)."""
     if (key in a) != (key in b):
         return False
-    return key not in a or dumps(a[key]) == dumps(b[key])
+    return key not in a or same_text(a[key], b[key])
 
 
 def changed_fields(before: dict[str, Any], after: dict[str, Any]) -> list[str]:

@@ -60,6 +60,18 @@ def dumps_bytes(value: object) -> bytes:
     return fast if fast is not None else dumps_pure(value).encode()
 
 
+def same_text(a: object, b: object) -> bool:
+    """Whether JSON.stringify writes `a` and `b` alike. Values orjson writes alike are the same values in the
+    same key order, so JS writes them alike too; only where orjson's texts differ (or it cannot write one) are
+    the JS texts made and compared (1 and 1.0 are one number to JS, not to orjson)."""
+    try:
+        if orjson.dumps(a, option=_ORJSON_OPTIONS) == orjson.dumps(b, option=_ORJSON_OPTIONS):
+            return True
+    except orjson.JSONEncodeError:
+        pass
+    return dumps(a) == dumps(b)
+
+
 def dumps(value: object) -> str:
     """JSON.stringify(value) as a str (lone surrogates appear escaped, so it always encodes to UTF-8)."""
     fast = _dumps_fast(value)

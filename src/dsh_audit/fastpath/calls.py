@@ -9,7 +9,7 @@ the caller drops what it built and walks the log in full (reports.cache_report),
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from itertools import chain, islice
 from typing import Any
@@ -40,10 +40,15 @@ def reading(source: LogSource, message_prefix: str, **options: Any) -> Iterator[
         raise Doubt(type(error).__name__) from None
 
 
-def read_calls(source: LogSource, message_prefix: str) -> Iterator[Call]:
+def read_calls(source: LogSource, message_prefix: str, *, digests: bool = False,
+               started: Callable[[FastVerifier], None] | None = None) -> Iterator[Call]:
     """Every priced model call of one file source, in log order, as cache_report.calls yields them; raises
-    Doubt where the fast path cannot decide the log."""
-    with reading(source, message_prefix, keep_requests=False, model_calls=True) as (verifier, lines):
+    Doubt where the fast path cannot decide the log. `digests`: each request gets its digest (verify's, for the
+    export's requests table); `started` is handed the verifier before the first line, to watch it or read its
+    counts once the calls are all taken (reports.fast_walk)."""
+    with reading(source, message_prefix, keep_requests=digests, model_calls=True) as (verifier, lines):
+        if started is not None:
+            started(verifier)
         calls = verifier.model_calls
         assert calls is not None
         rest = lines.lines

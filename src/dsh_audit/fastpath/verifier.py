@@ -21,7 +21,7 @@ comparison.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import msgspec
@@ -242,6 +242,12 @@ class FastVerifier:
         # and the other priced calls, in log order; taken out by the caller between feeds
         self.model_calls: list[Call] | None = [] if model_calls else None
         self.usage_class = chunk_types.get("usage") if model_calls else None
+        # header-diff's snapshots (reports.fast_walk): told of every event that may change the header in force or
+        # the system head; the turn and step last started, as header-diff dates a snapshot (a turn or step ended
+        # since still dates it)
+        self.on_header: Callable[[int], None] | None = None
+        self.last_turn: int | None = None
+        self.last_step: int | None = None
         self.session_id = str(header.get("id"))
         parent = header.get("parentSession")
         self.parent_id = parent if isinstance(parent, str) else None
@@ -437,7 +443,7 @@ class FastVerifier:
         self.dispatches.step_started()
         if problem := rules.turn_start_problem(self.turn):
             raise Doubt(problem)
-        self.turn, self.step = event.data.turn, None
+        self.turn, self.step = self.last_turn, self.last_step = event.data.turn, None
         self.attempt_open = False
         self.late = None
 
@@ -454,7 +460,7 @@ class FastVerifier:
         data = event.data
         if problem := rules.step_start_turn_problem(data.turn, self.turn) or rules.step_start_step_problem(self.step):
             raise Doubt(problem)
-        self.step = data.step
+        self.step = self.last_step = data.step
         self._boundary()
         self.step_seen = True
 
@@ -503,6 +509,8 @@ class FastVerifier:
             raise Doubt("header messagePrefix")
         self.dispatches.causes += header_causes(self.header, new, seq)
         self.header = new
+        if self.on_header is not None:
+            self.on_header(seq)
 
     def _request_context(self, event: Any, seq: int, line: bytes) -> None:
         if not self.attempt_open:
@@ -558,6 +566,17 @@ class FastVerifier:
             raise Doubt(problem)
         self._surface_common("system/message")
         self._apply(event, seq, "system/message", _projected("system/message", message, stored), line)
+        if self.on_header is not None:
+            self.on_header(seq)
+
+    @property
+    def system_head(self) -> Any:
+        """From v3: the serialized message of the system head (surface node 0), or None (no head, or an empty
+        one), as the walker's system_head is its parsed message."""
+        surface = self.surface
+        if not (surface.protect_head and surface.head_is_system and surface.nodes):
+            return None
+        return surface.messages.get(surface.nodes[0])
 
     def _compaction_end(self, event: Any, seq: int, line: bytes) -> None:
         """A compaction that ended in error may have made a model call whose usage is not logged: the fold's

@@ -27,7 +27,7 @@ from ..readers.objects import RemoteLog, RemoteSource
 from ..readers.stream import is_stream
 from ..reports.cache_report import report_block
 from .dataset import Dataset, now
-from .unit import ExportedLog, ExportOptions, export_log, failed, log_key, log_name
+from .unit import ExportedLog, ExportOptions, export_logs, failed, log_key, log_name
 
 # A task is at most TASK_LOGS logs and TASK_BYTES of them (one log at least): small logs go many to a task, so the
 # engine's cost per task (Dask's scheduling, the results' transfer) is shared; a big log goes alone, so the rows in
@@ -50,8 +50,9 @@ class ExportItem:
 
 
 def export_task(task: list[ExportItem]) -> list[ExportedLog]:
-    """The unit of work as an engine maps it (dsh_audit.engines.map_units): a task of items, their logs."""
-    return [export_log(item.file, item.found_in, item.options, name=item.name) for item in task]
+    """The unit of work as an engine maps it (dsh_audit.engines.map_units): a task of items, their logs
+    (unit.export_logs: export_log of each, their cache figures judged together)."""
+    return export_logs([(item.file, item.found_in, item.options, item.name) for item in task])
 
 
 def tasks(items: list[ExportItem]) -> list[list[ExportItem]]:

@@ -2,13 +2,15 @@
 plain top-level function of picklable arguments and results, so any engine runs it: `audit export`'s process pool,
 a Dask cluster, or a Ray or Spark job of your own (docs/fleet.md shows how).
 
-One walk of each session gives all five tables (reports.one_walk.walk_log: verify's checks, cache-report's calls,
-header-diff's snapshots). A file that cannot be read at all is one `logs` row saying why, never nothing."""
+One read of each session gives all five tables (reports.one_walk.walk_log: verify's verdict, cache-report's calls,
+header-diff's snapshots), by the fast path where it decides the log and by the full walk elsewhere, with the same
+rows either way. A file that cannot be read at all is one `logs` row saying why, never nothing."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
@@ -19,6 +21,7 @@ import polars as pl
 import pyarrow as pa
 
 from ..errors import DshAuditError
+from ..readers.discover import Found
 from ..readers.found import opener
 from ..readers.objects import RemoteLog
 from ..reports.cache_report import judge, log_summary, with_block
@@ -79,22 +82,38 @@ def export_log(path: Path | RemoteLog, found_in: Path | None, options: ExportOpt
     without following a link; `name`: its log_name, where the caller has resolved it already), or of an object in
     storage, spooled where this runs (readers.spool) and named by its URL. Never raises for the log's sake: an
     unreadable file is a failed `logs` row."""
+    return export_logs([(path, found_in, options, name)])[0]
+
+
+def export_logs(items: Sequence[tuple[Found, Path | None, ExportOptions, str | None]]) -> list[ExportedLog]:
+    """export_log of each item (its arguments), in order. The cache figures of all of them are judged in one pass
+    of polars (reports.cache_report.judge, which reads each row alone): on a small log its fixed cost was most of
+    the judgement's."""
+    read = [_read(*item) for item in items]
+    _judge([one for one in read if isinstance(one, _Read)])
+    return [one if isinstance(one, ExportedLog) else one.exported_rows() for one in read]
+
+
+def _read(path: Path | RemoteLog, found_in: Path | None, options: ExportOptions, name: str | None
+          ) -> _Read | ExportedLog:
+    """One log file read and walked (or its failed row)."""
     if isinstance(path, RemoteLog):
         from ..readers.spool import spooled
 
         exported = ExportedLog(log_key(path.url), path.url, None, None, None, version=path.version)
         try:
             with spooled(path) as local:
-                read = _exported(exported, local, None, options)
+                read = _walked(exported, local, None, options)
         except DshAuditError as error:
             return failed(exported, str(error))
-        read.mtime_ns = None   # the spool's copy's, not the object's
+        exported.mtime_ns = None   # the spool's copy's, not the object's
         return read
     file = name if name is not None else log_name(path)
-    return _exported(ExportedLog(log_key(file), file, None, None, None), path, found_in, options)
+    return _walked(ExportedLog(log_key(file), file, None, None, None), path, found_in, options)
 
 
-def _exported(exported: ExportedLog, path: Path, found_in: Path | None, options: ExportOptions) -> ExportedLog:
+def _walked(exported: ExportedLog, path: Path, found_in: Path | None, options: ExportOptions
+            ) -> _Read | ExportedLog:
     try:
         with opener(path, found_in) as handle:
             status = os.fstat(handle.fileno())
@@ -115,13 +134,74 @@ def _exported(exported: ExportedLog, path: Path, found_in: Path | None, options:
     parts = [walked[k] for k in range(len(logs))]
     # cache-report reads a file whole or not at all: one session it cannot read leaves the file out
     cache_error = next((str(one.cache_error) for one in parts if one.cache_error is not None), None)
-    exported.cache_error = cache_error
-    rows: dict[str, list[dict[str, Any]]] = {table: [] for table in TABLES if table != "calls"}
-    calls = _columns("calls", [])
-    for log, one in zip(logs, parts, strict=True):
-        _session_rows(exported, log, one, cache_error, rows, calls)
-    exported.rows = {table: _columns(table, rows[table]) for table in rows} | {"calls": calls}
-    return exported
+    return _Read(exported, logs, parts, cache_error, [None] * len(parts))
+
+
+@dataclass(slots=True)
+class _Read:
+    """A log file walked, its sessions' cache figures still to be judged (`_judge`)."""
+
+    exported: ExportedLog
+    logs: list[LogHeaders]
+    parts: list[Walked]
+    cache_error: str | None
+    figures: list[_CacheFigures | None]
+
+    def exported_rows(self) -> ExportedLog:
+        """The file's rows, every table."""
+        exported = self.exported
+        exported.cache_error = self.cache_error
+        rows: dict[str, list[dict[str, Any]]] = {table: [] for table in TABLES if table != "calls"}
+        calls = _columns("calls", [])
+        for log, one, figures in zip(self.logs, self.parts, self.figures, strict=True):
+            _session_rows(exported, log, one, self.cache_error, figures, rows, calls)
+        exported.rows = {table: _columns(table, rows[table]) for table in rows} | {"calls": calls}
+        return exported
+
+
+@dataclass(frozen=True, slots=True)
+class _CacheFigures:
+    """One session's judged calls (the calls table's own columns), the cache block they were judged by and its
+    logs row's cache columns."""
+
+    calls: Columns
+    height: int
+    block: int
+    summary: dict[str, Any]
+
+
+def _judge(reads: list[_Read]) -> None:
+    """cache-report's figures of every session of `reads` whose file it reads, judged together, each by its own
+    block. A file whose sums pass what a report's column holds (reports.numbers.checked_total) is left without
+    figures, as a number past the bound leaves it: cache-report refuses it in one line, the export says so."""
+    placed: list[tuple[_Read, int, int, int]] = []   # (file, session, its first row, its block)
+    frames: list[pl.DataFrame] = []
+    rows = 0
+    for read in reads:
+        for k, one in enumerate(read.parts):
+            if read.cache_error is None and one.frame is not None:
+                frame, block = with_block(one.frame, OPTIONS)
+                placed.append((read, k, rows, block))
+                frames.append(frame)
+                rows += frame.height
+    if not frames:
+        return
+    judged = judge(pl.concat(frames), OPTIONS.collapse_ratio)
+    own = judged.select(column for column in scanned_columns("calls") if column not in ("key", "date"))
+    columns = own.to_dict(as_series=False)
+    for (read, k, first, block), frame in zip(placed, frames, strict=True):
+        if read.cache_error is not None:
+            continue
+        report = read.parts[k].report
+        try:
+            summed = log_summary(report.label, report.generation, read.logs[k].session_id,
+                                 judged.slice(first, frame.height))
+            summary = {CACHE_RENAMED.get(name, name): value for name, value in summed.items()}
+        except DshAuditError as error:   # sums past what a report holds, which cache-report refuses in one line
+            read.cache_error, read.figures = str(error), [None] * len(read.parts)
+            continue
+        mine = {column: values[first:first + frame.height] for column, values in columns.items()}
+        read.figures[k] = _CacheFigures(mine, frame.height, block, summary | {"cacheBlock": block})
 
 
 def failed(exported: ExportedLog, error: str) -> ExportedLog:
@@ -149,27 +229,22 @@ def _date(created_ms: int | None) -> Any:
 
 
 def _session_rows(exported: ExportedLog, log: LogHeaders, one: Walked, cache_error: str | None,
-                  rows: dict[str, list[dict[str, Any]]], calls: Columns) -> None:
+                  figures: _CacheFigures | None, rows: dict[str, list[dict[str, Any]]], calls: Columns) -> None:
     """One session's rows into `rows` and `calls`: its logs row, requests, findings, header changes and judged
-    calls."""
+    calls (`figures`, when its file has them)."""
     report, origin = one.report, one.origin
     created = origin.created_ms if origin is not None else None
     where = {"key": exported.key, "generation": report.generation, "date": _date(created)}
     severities = report.severities()
     failing = report.failing()
     summary: dict[str, Any] = {}
-    if one.frame is not None and cache_error is None:
-        frame, block = with_block(one.frame, OPTIONS)
-        exported.blocks.append((report.label, block))
-        judged = judge(frame, OPTIONS.collapse_ratio)
-        summary = {CACHE_RENAMED.get(name, name): value
-                   for name, value in log_summary(report.label, report.generation, log.session_id, judged).items()}
-        summary["cacheBlock"] = block
-        own = judged.select(column for column in calls if column not in ("key", "date")).to_dict(as_series=False)
-        for column, values in own.items():
+    if figures is not None:
+        summary = figures.summary
+        exported.blocks.append((report.label, figures.block))
+        for column, values in figures.calls.items():
             calls[column].extend(values)
-        calls["key"].extend([exported.key] * judged.height)
-        calls["date"].extend([where["date"]] * judged.height)
+        calls["key"].extend([exported.key] * figures.height)
+        calls["date"].extend([where["date"]] * figures.height)
     rows["logs"].append({
         **summary, **where, "file": exported.file, "log": report.label, "sessionId": log.session_id,
         "createdMs": created, "cwd": origin.cwd if origin is not None else None, "sizeBytes": exported.size,

@@ -24,7 +24,7 @@ from msgspec import structs
 
 from ..errors import DshAuditError, LogReadError
 from ..header import HeaderSnapshot, is_placeholder, system_text
-from ..jsjson import dumps
+from ..jsjson import dumps, same_text
 from ..log_filter import LogFilter
 from ..readers import open_logs
 from ..readers.discover import Skipped, Unreadable, read_each
@@ -142,33 +142,38 @@ class SnapshotTaker:
         event, record = walked.event or {}, walked.record
         if record is None:
             return
-        points, unsettled = self.points, self.unsettled
-        while self.settled < len(unsettled) and unsettled[self.settled] <= record.seq:   # in force before the seed
-            points.seeds[unsettled[self.settled]] = points.last
-            self.settled += 1
         raw_data = event.get("data")
         data: dict[str, Any] = raw_data if isinstance(raw_data, dict) else {}
         if event.get("type") == "turn/start":
             self.turn, self.step = _int(data.get("turn")), None
         elif event.get("type") == "step/start":
             self.step = _int(data.get("step"))
-        header, message = walker.header, walker.system_head
+        message = walker.system_head
         if message is not self.head_of[0]:
             self.head_of = (message, system_text(message))
-        head = self.head_of[1]
-        seen = self.seen
-        if header is not None and (header is not seen[0] or head != seen[1]):
-            shown = header if header is not seen[0] else structs.replace(header, reason="system/message")
-            snap = Snapshot(record.seq, self.turn, self.step, _with_head(shown, head, self.in_surface))
-            if self.rows is not None:
-                self.rows.extend(_snapshot_rows(self.log, snap, self.previous, self.against))
-            self.previous, self.against, points.last = snap, None, snap
-        self.seen = (header, head)
+        self.see(record.seq, walker.header, self.head_of[1])
         if self.pending:
             text = json.dumps(record.event)
             for session_id in [session_id for session_id in self.pending if session_id in text]:
                 self.pending.discard(session_id)
-                points.mentions[session_id] = (record.seq, points.last)
+                self.points.mentions[session_id] = (record.seq, self.points.last)
+
+    def see(self, seq: int, header: HeaderSnapshot | None, head: str) -> None:
+        """After event `seq`: the header in force and the system head's text (`turn` and `step` already that
+        event's). A new header, or a new head under the same one, is a snapshot. The fast walk calls this alone
+        (reports.fast_walk), after each event that may change either: nothing else moves a fork point."""
+        points, unsettled = self.points, self.unsettled
+        while self.settled < len(unsettled) and unsettled[self.settled] <= seq:   # in force before the seed
+            points.seeds[unsettled[self.settled]] = points.last
+            self.settled += 1
+        seen = self.seen
+        if header is not None and (header is not seen[0] or head != seen[1]):
+            shown = header if header is not seen[0] else structs.replace(header, reason="system/message")
+            snap = Snapshot(seq, self.turn, self.step, _with_head(shown, head, self.in_surface))
+            if self.rows is not None:
+                self.rows.extend(_snapshot_rows(self.log, snap, self.previous, self.against))
+            self.previous, self.against, points.last = snap, None, snap
+        self.seen = (header, head)
 
     def finish(self) -> ForkPoints:
         for seed in self.unsettled[self.settled:]:
@@ -213,7 +218,7 @@ def diff_headers(old: HeaderSnapshot, new: HeaderSnapshot) -> list[Change]:
     changes: list[Change] = []
     changes += diff_config(old.header.get("config"), new.header.get("config"))
     a, b = old.header.get("adapterDefaults"), new.header.get("adapterDefaults")
-    if _text(a) != _text(b):
+    if not same_text(a, b):
         changes.append(_row("adapterDefaults", _presence(a, b), before=_text(a), after=_text(b)))
     changes += diff_system(old.raw.get("system"), new.raw.get("system"))
     changes += diff_tools(old.raw.get("tools"), new.raw.get("tools"))
@@ -226,7 +231,7 @@ def diff_config(old: Any, new: Any) -> list[Change]:
     new = new if isinstance(new, dict) else {}
     return [_row(f"config.{key}", _presence(old.get(key), new.get(key)),
                  before=_text(old.get(key)), after=_text(new.get(key)))
-            for key in dict.fromkeys([*old, *new]) if _text(old.get(key)) != _text(new.get(key))]
+            for key in dict.fromkeys([*old, *new]) if not same_text(old.get(key), new.get(key))]
 
 
 def _unverifiable(fld: str, old: Any, new: Any) -> Change:
@@ -286,7 +291,7 @@ def diff_tools(old: Any, new: Any) -> list[Change]:
         return [_unverifiable("tools", old, new)]
     listed = [*(old if isinstance(old, list) else []), *(new if isinstance(new, list) else [])]
     names_only = any(isinstance(tool, str) for tool in listed)
-    if _text(old) == _text(new) and not names_only:
+    if same_text(old, new) and not names_only:
         return []
     before, after = _tool_map(old), _tool_map(new)
     changes = [_row("tools", "removed", path=f"tools[{name}]", before=name) for name in before if name not in after]
@@ -305,7 +310,7 @@ def diff_tools(old: Any, new: Any) -> list[Change]:
 
 
 def _diff_tool_schema(name: str, old: Any, new: Any) -> list[Change]:
-    if _text(old) == _text(new) or isinstance(old, str) or isinstance(new, str):
+    if same_text(old, new) or isinstance(old, str) or isinstance(new, str):
         return []
     tree = DeepDiff(old, new, view="tree")
     changes = []
@@ -331,7 +336,7 @@ def _diff_prefix(old: Any, new: Any) -> list[Change]:
         return []
     if is_placeholder(old) or is_placeholder(new):
         return [_unverifiable("messagePrefix", old, new)]
-    if _text(old) == _text(new):
+    if same_text(old, new):
         return []
     return [_row("messagePrefix", _presence(old, new), before=_count(old), after=_count(new))]
 

@@ -1,7 +1,8 @@
 """What `audit report` shows of each log, from one walk of it: the walk's findings are verify's (its checks run
 in it), its steps give cache-report's calls (CallTaker) and header-diff's snapshots (SnapshotTaker). The three
 parts are what build_cache_report (with its defaults), build_header_diff and verify_paths give over the same logs,
-read once instead of three times: the fast paths are not taken, since the snapshots need the full walk anyway.
+read once instead of three times. Where the fast path decides a log, one pass of it gives all three instead
+(reports.fast_walk); where it declines, the log is walked in full, as verify walks it.
 
 Logs are walked in the order the commands read them, but a fork parent before its children (header-diff's Run),
 so the parts are handed on file by file in the commands' order: a result walked early waits for its turn.
@@ -31,11 +32,13 @@ from ..readers.discover import (
     skipped_generations,
 )
 from ..readers.home import SessionOrigin, session_origin
+from ..records import LogSource
 from ..verify import LogReport, check_end, check_header, noting, paused_gc
 from ..walker import Walker
 from .cache_report import CacheFrames, CacheOptions, CacheReport, CallTaker, calls_frame
+from .fast_walk import fast_parts
 from .filters import CallFilter, filtered
-from .header_diff import COLUMNS, ForkPoints, LogHeaders, Run, SnapshotTaker, log_headers
+from .header_diff import COLUMNS, ForkPoints, LogHeaders, Run, Snapshot, SnapshotTaker, log_headers
 from .html import VerifyFindings, verify_findings
 from .prediction import RealHeader
 from .render import rows_frame
@@ -200,7 +203,8 @@ class _Reading:
 
 
 def walk_log(run: Run, k: int, allow_events: tuple[str, ...] = (), *, keep_requests: bool = False) -> Walked:
-    """Log `k` of `run`, walked once for all three parts. A walk that fails keeps verify's findings so far;
+    """Log `k` of `run`, read once for all three parts: by the fast path where it decides the log
+    (reports.fast_walk), else walked in full. A walk that fails keeps verify's findings so far;
     cache-report and header-diff then leave the log out, as they do; a number too large for a report's rows
     stops cache-report's part alone. `keep_requests`: verify's report keeps each rebuilt request's digest."""
     log = run.members[k]
@@ -214,6 +218,9 @@ def walk_log(run: Run, k: int, allow_events: tuple[str, ...] = (), *, keep_reque
         run.points[k] = ForkPoints()
         return Walked(LogReport(label=log.label, generation=log.generation, read_error=str(error)), None, error)
     origin = session_origin(source.header)
+    fast = _fast(run, k, source, start, origin, keep_requests)
+    if fast is not None:
+        return fast
     report = LogReport(label=source.label, generation=source.generation.version, keep_requests=keep_requests)
     check_header(source, report)
     calls = CallTaker(source.label)
@@ -272,3 +279,14 @@ def walk_log(run: Run, k: int, allow_events: tuple[str, ...] = (), *, keep_reque
     run.left(k, snapshots.finish() if snapshots is not None else ForkPoints())
     return Walked(report, frame if cache_error is None else None, cache_error,
                   rows if snapshots is not None else [], origin)
+
+
+def _fast(run: Run, k: int, source: LogSource, start: tuple[Snapshot | None, str | None] | None,
+          origin: SessionOrigin | None, keep_requests: bool) -> Walked | None:
+    """Log `k` read by the fast path (reports.fast_walk), or None where it declines."""
+    parts = fast_parts(run, k, source, start, OPTIONS, keep_requests=keep_requests)
+    if parts is None:
+        return None
+    report, frame, rows, points = parts
+    run.left(k, points)
+    return Walked(report, frame, None, rows, origin)

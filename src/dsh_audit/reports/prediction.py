@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -142,12 +143,45 @@ def _with_real_header(body: dict[str, Any], real: RealHeader) -> tuple[list[str]
     return notes, approximate
 
 
-def _envelope(header: HeaderSnapshot, real: RealHeader) -> _Envelope:
-    body: dict[str, Any] = json.loads(b"{" + header.config_bytes + b'"messages":[]' + header.tail_bytes)
+def _envelope(config_bytes: bytes, tail_bytes: bytes, real: RealHeader) -> _Envelope:
+    """The envelope of a header's request parts (HeaderSnapshot.config_bytes, tail_bytes)."""
+    body: dict[str, Any] = json.loads(b"{" + config_bytes + b'"messages":[]' + tail_bytes)
     notes, approximate = _with_real_header(body, real)
     wire = to_wire_body(body)
     system = [str(wire["messages"][0]["content"])] if "system" in body else []
     return _Envelope(system, wire.get("tools"), real.system, tuple(notes), approximate, template_mode(wire))
+
+
+# A fleet's logs mostly share a few headers (one dsh release's system prompt and tools): their envelopes and head
+# token counts are made once per process, not once per log (a small log's header was a fifth of its prediction).
+SHARED_HEADS = 64
+
+
+@lru_cache(maxsize=SHARED_HEADS)
+def _bare_envelope(config_bytes: bytes, tail_bytes: bytes) -> _Envelope:
+    """_envelope of a header's request parts with no real content supplied (it reads nothing else then). Shared:
+    nothing changes an envelope once made."""
+    return _envelope(config_bytes, tail_bytes, RealHeader())
+
+
+@lru_cache(maxsize=SHARED_HEADS)
+def _head_tokens(segment: str) -> int:
+    return count_tokens(segment)
+
+
+_HEADS: dict[tuple[int, tuple[str, ...]], tuple[_Envelope, str]] = {}   # by the envelope's id: it is kept alive
+
+
+def _head_segment(envelope: _Envelope, system: list[str]) -> str:
+    """head_segment of an envelope's tools and these system texts, rendered once per process for each (a shared
+    envelope's tools are rendered once, not once per log)."""
+    key = (id(envelope), tuple(system))
+    held = _HEADS.get(key)
+    if held is None or held[0] is not envelope:
+        if len(_HEADS) >= SHARED_HEADS:
+            _HEADS.clear()
+        held = _HEADS[key] = (envelope, head_segment(system, envelope.tools, envelope.mode))
+    return held[1]
 
 
 def _real_body(request: RebuiltRequest, real: RealHeader) -> dict[str, Any]:
@@ -296,7 +330,7 @@ class Predictor:
             key = prompt.keys[k]
             if key is None:
                 if self._head_count[0] != segment:   # the same head, rendered again after a surface change
-                    self._head_count = (segment, count_tokens(segment))
+                    self._head_count = (segment, _head_tokens(segment))
                 count = self._head_count[1]
             else:
                 count = self._counts.get(key, -1)
@@ -336,7 +370,11 @@ class Predictor:
 
     def _envelope_of(self, header: HeaderSnapshot) -> _Envelope:
         if self._envelope is None or self._envelope[0] is not header:
-            self._envelope = (header, _envelope(header, self.real))
+            real = self.real
+            supplied = real.system is not None or real.tools is not None
+            envelope = (_envelope(header.config_bytes, header.tail_bytes, real) if supplied
+                        else _bare_envelope(header.config_bytes, header.tail_bytes))
+            self._envelope = (header, envelope)
         return self._envelope[1]
 
     def _head(self, parts: RequestParts, model: Any) -> tuple[str, int, bool]:
@@ -358,7 +396,7 @@ class Predictor:
                 system.append(content)
             index += 1
         if self._head_memo is None or self._head_memo[0] is not envelope or self._head_memo[1] != system:
-            self._head_memo = (envelope, system, head_segment(system, envelope.tools, envelope.mode))
+            self._head_memo = (envelope, system, _head_segment(envelope, system))
         return self._head_memo[2], index, scrubbed
 
     def _wire_of(self, message: bytes, model: Any) -> list[Any]:
