@@ -30,7 +30,7 @@ from dsh_audit.fleet.export import export
 from dsh_audit.fleet.unit import ExportedLog, ExportOptions, export_log
 from dsh_audit.generations import generations
 from dsh_audit.reports.filters import CallFilter
-from homebuilder import build_messy_home
+from homebuilder import SAMPLE, build_messy_home
 from test_fastpath import generate
 from test_filters_everywhere import build_timed_home
 from test_numbers import every_generation, log_text, write_log
@@ -282,6 +282,24 @@ def test_bad_sources_are_failed_rows_or_usage_errors_as_verify_makes_them(tmp_pa
     assert str(broken / "session.jsonl") in err and str(empty) in err
     code, _, err = run("export", str(tmp_path / "missing"), "--to", str(tmp_path / "other"))
     assert code == run("verify", str(tmp_path / "missing"))[0] == 2 and err.count("\n") == 1
+
+
+def test_a_log_unreadable_past_its_header_fails_every_run_as_verify_fails_it(tmp_path: Path) -> None:
+    """A line past the header that is not JSON: verify calls the log UNREADABLE (exit 2); so does every export
+    run, the second too (it is read again, not skipped as recorded), and the summary counts it unreadable."""
+    lines = (SAMPLE / "session.v3.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    log = tmp_path / "logs" / "torn" / "session.v3.jsonl"
+    log.parent.mkdir(parents=True)
+    log.write_text("".join([*lines[:3], "{not json\n", *lines[3:]]), encoding="utf-8")
+    dataset = tmp_path / "fleet"
+    assert run("verify", str(log.parent))[0] == 2
+    for outcome in ("new", "replaced"):
+        code, out, err = run("export", str(log.parent), "--to", str(dataset), "--json")
+        document = json.loads(out)
+        assert code == 2 and document[outcome] == 1 and document["skipped"] == 0, (outcome, out)
+        assert [one["input"] for one in document["unreadable"]] == [str(log)]
+        assert document["withoutCacheFigures"] == [] and err.count("\n") == 1
+    assert query.scan(dataset, "logs").collect()["status"].to_list() == ["unreadable"]
 
 
 def test_a_log_whose_cache_figures_cannot_be_made_is_named_and_exits_2_as_cache_report_does(

@@ -53,7 +53,7 @@ class ExportedLog:
     mtime_ns: int | None
     rows: dict[str, Columns] = field(default_factory=dict)
     blocks: list[tuple[str, int]] = field(default_factory=list)   # each session's measured cache block
-    error: str | None = None      # the file could not be read at all
+    error: str | None = None      # the file, or a line of it, could not be read (a failed row)
     cache_error: str | None = None   # read, but cache-report's figures could not be made of it (why)
     version: str | None = None    # an object in storage: its ETag or version id, as listed (no mtime_ns then)
 
@@ -114,6 +114,9 @@ def _exported(exported: ExportedLog, path: Path, found_in: Path | None, options:
         for j in run.order(k):
             walked[j] = walk_log(run, j, options.allow_events, keep_requests=True)
     parts = [walked[k] for k in range(len(logs))]
+    # a line past the header that cannot be read fails the file as verify fails it (UNREADABLE, exit 2): the run
+    # names it, and the next run reads it again instead of skipping it as recorded
+    exported.error = next((one.report.read_error for one in parts if one.report.read_error is not None), None)
     # cache-report reads a file whole or not at all: one session it cannot read leaves the file out
     cache_error = next((str(one.cache_error) for one in parts if one.cache_error is not None), None)
     exported.cache_error = cache_error
