@@ -302,6 +302,23 @@ def test_a_log_unreadable_past_its_header_fails_every_run_as_verify_fails_it(tmp
     assert query.scan(dataset, "logs").collect()["status"].to_list() == ["unreadable"]
 
 
+def test_a_relative_source_s_unreadable_logs_are_named_once_each(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """SRC given relative: each stderr line names its log once, by the path verify names it by, not also by its
+    absolute path in front."""
+    for name, text in (("empty", ""), ("torn", "{not json\n")):
+        (tmp_path / "logs" / name).mkdir(parents=True)
+        (tmp_path / "logs" / name / "session.jsonl").write_text(text)
+    (tmp_path / "logs" / "dangling").mkdir()
+    (tmp_path / "logs" / "dangling" / "session.jsonl").symlink_to(tmp_path / "gone.jsonl")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run("export", "logs", "--to", "fleet")
+    lines = err.splitlines()
+    assert code == 2 and len(lines) == 3, err
+    for line in lines:
+        assert line.startswith("audit: logs/") and line.count("session.jsonl") == 1, line
+
+
 def test_a_log_whose_cache_figures_cannot_be_made_is_named_and_exits_2_as_cache_report_does(
         built: Path, tmp_path: Path) -> None:
     """Its verify and header rows are exported; its logs row says why as cacheError; the run names it on stderr

@@ -4,6 +4,8 @@ through a sink (the table or a JSON document)."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
 from pathlib import Path
 
@@ -74,5 +76,12 @@ def export(logs: tuple[Path | str, ...], to: Path, jobs: int, engine: str, addre
                      f"({summary.cache_block_basis})"):
             click.echo("\n".join(wrap(line, width, "")))
     for name, why in (*summary.unreadable, *summary.without_cache):
-        click.echo(printable(f"audit: {why}" if why.startswith(name) else f"audit: {name}: {why}"), err=True)
+        click.echo(printable(f"audit: {why}" if _names(why, name) else f"audit: {name}: {why}"), err=True)
     return EXIT_UNREADABLE if summary.unreadable or summary.without_cache else EXIT_CLEAN
+
+
+def _names(why: str, name: str) -> bool:
+    """`why` starts by naming the input `name` (its absolute or real path, or its URL): as given, or as the path
+    it was reached by (relative, through a link), which a reason says where verify's would."""
+    head = re.split(r"(?::\d+)?: ", why, maxsplit=1)[0]
+    return why.startswith(name) or name in (os.path.abspath(head), os.path.realpath(head))
