@@ -30,6 +30,8 @@ from dsh_audit.fleet.export import export
 from dsh_audit.fleet.unit import ExportedLog, ExportOptions, export_log
 from dsh_audit.generations import generations
 from dsh_audit.reports.filters import CallFilter
+from dsh_audit.reports.query_view import render
+from dsh_audit.reports.views import Terminal
 from homebuilder import SAMPLE, build_messy_home
 from test_fastpath import generate
 from test_filters_everywhere import build_timed_home
@@ -349,6 +351,21 @@ def test_the_unit_of_work_is_picklable_and_self_describing(built: Path) -> None:
     assert exported.size == log.stat().st_size and exported.error is None
     assert set(exported.tables) == set(TABLES)
     assert exported.tables["logs"].num_rows == 1 and exported.tables["calls"].num_rows > 0
+
+
+@pytest.mark.parametrize("width", [60, 80])
+def test_query_s_table_keeps_what_waste_is_ranked_by_on_a_narrow_terminal(width: int, built: Path,
+                                                                          tmp_path: Path) -> None:
+    """The counts give way first, not lostUsd (the order of the answer), the cost or the hit ratio; a long
+    project is cut at its start, so every line fits."""
+    dataset = tmp_path / "fleet"
+    run("export", str(built), "--to", str(dataset))
+    answer = query.waste(dataset, "project", CallFilter())
+    answer = pl.concat([answer.with_columns(project=pl.lit("/home/someone/work/" + "deep/" * 12 + "the-project")),
+                        answer.with_columns(project=pl.lit("/tmp"))])
+    lines = render(answer, Terminal(width, color=False), wide=False).splitlines()
+    assert {"project", "hitRatio", "lostUsd", "costUsd"} <= set(lines[0].split()), lines[0]
+    assert all(len(line) <= width for line in lines) and lines[1].lstrip().startswith("…"), lines
 
 
 @pytest.mark.parametrize("question", ["totals", "waste", "breaks", "status"])
