@@ -286,21 +286,29 @@ def test_bad_sources_are_failed_rows_or_usage_errors_as_verify_makes_them(tmp_pa
     assert code == run("verify", str(tmp_path / "missing"))[0] == 2 and err.count("\n") == 1
 
 
+def snapshot_files(dataset: Path) -> dict[Path, int]:
+    """Every written file with its modification time: what a run rewrote."""
+    return {path: path.stat().st_mtime_ns for _, path in written_files(dataset)}
+
+
 def test_a_log_unreadable_past_its_header_fails_every_run_as_verify_fails_it(tmp_path: Path) -> None:
     """A line past the header that is not JSON: verify calls the log UNREADABLE (exit 2); so does every export
-    run, the second too (it is read again, not skipped as recorded), and the summary counts it unreadable."""
+    run, the second too (it is read again, not skipped as recorded: unchanged, its rows kept as they are), and the
+    summary counts it unreadable."""
     lines = (SAMPLE / "session.v3.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
     log = tmp_path / "logs" / "torn" / "session.v3.jsonl"
     log.parent.mkdir(parents=True)
     log.write_text("".join([*lines[:3], "{not json\n", *lines[3:]]), encoding="utf-8")
     dataset = tmp_path / "fleet"
     assert run("verify", str(log.parent))[0] == 2
-    for outcome in ("new", "replaced"):
+    for outcome in ("new", "unchanged"):
+        written = snapshot_files(dataset)
         code, out, err = run("export", str(log.parent), "--to", str(dataset), "--json")
         document = json.loads(out)
         assert code == 2 and document[outcome] == 1 and document["skipped"] == 0, (outcome, out)
         assert [one["input"] for one in document["unreadable"]] == [str(log)]
         assert document["withoutCacheFigures"] == [] and err.count("\n") == 1
+        assert outcome == "new" or snapshot_files(dataset) == written
     assert query.scan(dataset, "logs").collect()["status"].to_list() == ["unreadable"]
 
 
