@@ -329,6 +329,30 @@ def test_a_relative_source_s_unreadable_logs_are_named_once_each(tmp_path: Path,
         assert line.startswith("audit: logs/") and line.count("session.jsonl") == 1, line
 
 
+def test_an_unreadable_log_s_row_names_it_as_verify_does_and_the_page_once(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """SRC given relative: the `log` of a log that could not be read at all is verify's name for it (as a read
+    log's is), so the fleet page lists it once, `name — why`, as the page over the logs does."""
+    (tmp_path / "logs" / "empty").mkdir(parents=True)
+    (tmp_path / "logs" / "empty" / "session.jsonl").write_text("")
+    (tmp_path / "logs" / "dangling").mkdir()
+    (tmp_path / "logs" / "dangling" / "session.jsonl").symlink_to(tmp_path / "gone.jsonl")
+    (tmp_path / "logs" / "read").mkdir()
+    shutil.copy(SAMPLE / "session.v3.jsonl", tmp_path / "logs" / "read")
+    monkeypatch.chdir(tmp_path)
+    run("export", "logs", "--to", "fleet")
+    verified = json.loads(run("verify", "--json", "logs")[1])["logs"]
+    rows = query.scan(Path("fleet"), "logs").collect()
+    assert sorted(rows["log"]) == sorted(log["log"] for log in verified) == [
+        "logs/dangling/session.jsonl", "logs/empty/session.jsonl", "logs/read/session.v3.jsonl"]
+    for page, source in (("fleet.html", "fleet"), ("logs.html", "logs")):
+        run("report", source, "-o", page)
+    listed = [re.findall(r"<li>(.*?)</li>", Path(page).read_text().split('id="unreadable"')[1].split("</ul>")[0])
+              for page in ("fleet.html", "logs.html")]
+    assert listed[0] == listed[1] and len(listed[0]) == 2, listed
+    assert all(item.count("session.jsonl") == 1 for item in listed[0]), listed
+
+
 def test_a_log_whose_cache_figures_cannot_be_made_is_named_and_exits_2_as_cache_report_does(
         built: Path, tmp_path: Path) -> None:
     """Its verify and header rows are exported; its logs row says why as cacheError; the run names it on stderr

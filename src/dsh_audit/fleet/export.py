@@ -142,8 +142,8 @@ def export(sources: Sequence[str | os.PathLike[str] | RemoteSource], root: Path,
         elif exported.cache_error is not None:
             summary.without_cache.append((exported.file, exported.cache_error))
 
-    for name, why in _not_read(found):
-        done(failed(ExportedLog(log_key(name), name, None, None, None), why))
+    for name, label, why in _not_read(found):
+        done(failed(ExportedLog(log_key(name), name, None, None, None), why, label))
     todo: list[ExportItem] = []
     for file in found.files:
         if file in found.ambiguous:
@@ -180,19 +180,21 @@ def _name(found: Found | Path) -> str:
     return found.url if isinstance(found, RemoteLog) else os.path.abspath(found)
 
 
-def _not_read(found: Discovery) -> Iterator[tuple[str, str]]:
+def _not_read(found: Discovery) -> Iterator[tuple[str, str, str]]:
     """What verify_paths reports as unreadable before reading a log: folders it could not list, links with a
-    log's name, directories with no log, URLs that could not be listed, generations stored twice."""
+    log's name, directories with no log, URLs that could not be listed, generations stored twice; each by its
+    name, as verify names it, and why."""
     for folder, why in sorted(found.unlisted.items()):
-        yield _name(folder), f"{folder}: {why}"
+        yield _name(folder), str(folder), f"{folder}: {why}"
     for link, why in sorted(found.links.items()):
-        yield _name(link), f"{link}: {why}"
+        yield _name(link), str(link), f"{link}: {why}"
     for directory in found.empty:
-        yield _name(directory), f"{directory}: {no_log_below(directory, found)}"
+        yield _name(directory), str(directory), f"{directory}: {no_log_below(directory, found)}"
     for url, error in found.unreachable.items():
-        yield url, str(error)
+        yield url, url, str(error)
     for path, why in found.ambiguous.items():
-        yield _name(path), f"{path}: {why}"
+        label = path.url if isinstance(path, RemoteLog) else str(path)
+        yield _name(path), label, f"{label}: {why}"
 
 
 def _as_recorded(file: Found, found_in: Path | None, entry: dict[str, Any] | None) -> bool:

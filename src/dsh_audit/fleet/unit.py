@@ -21,6 +21,7 @@ import pyarrow as pa
 from ..errors import DshAuditError
 from ..readers.found import opener
 from ..readers.objects import RemoteLog
+from ..readers.spool import label_of
 from ..reports.cache_report import _SUMS as SUMMED
 from ..reports.cache_report import UNEXPLAINED, judge, with_block
 from ..reports.cache_report import _ratio as ratio
@@ -106,8 +107,9 @@ def _exported(exported: ExportedLog, path: Path, found_in: Path | None, options:
             exported.sha256 = digest.hexdigest()
         logs = log_headers(path, found_in, keep=True)
     except (DshAuditError, OSError) as error:
-        why = str(error) if isinstance(error, DshAuditError) else f"{path}: {error.strerror or error}"
-        return failed(exported, why)
+        label = label_of(path)
+        why = str(error) if isinstance(error, DshAuditError) else f"{label}: {error.strerror or error}"
+        return failed(exported, why, label)
     run = Run.of(logs)
     walked: dict[int, Walked] = {}
     for k in range(len(logs)):
@@ -128,10 +130,11 @@ def _exported(exported: ExportedLog, path: Path, found_in: Path | None, options:
     return exported
 
 
-def failed(exported: ExportedLog, error: str) -> ExportedLog:
-    """`exported` as one failed `logs` row: the file could not be read."""
+def failed(exported: ExportedLog, error: str, label: str | None = None) -> ExportedLog:
+    """`exported` as one failed `logs` row: the file could not be read. `label`: the path it was reached by, as
+    verify names it and the error does (its `log`; by default its name, `file`)."""
     exported.error = error
-    row = {"key": exported.key, "file": exported.file, "log": exported.file, "sizeBytes": exported.size,
+    row = {"key": exported.key, "file": exported.file, "log": label or exported.file, "sizeBytes": exported.size,
            "sha256": exported.sha256, "status": "unreadable", "readError": error}
     exported.rows = {table: _columns(table, [row] if table == "logs" else []) for table in TABLES}
     return exported
