@@ -267,6 +267,19 @@ def test_a_folder_that_is_no_dataset_is_refused(tmp_path: Path, built: Path) -> 
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
 
 
+def test_a_file_or_no_folder_where_a_dataset_is_named_is_one_line(tmp_path: Path, built: Path) -> None:
+    """--to naming a file, and query naming a file or nothing: one line naming it, exit 2, the file unchanged
+    (not click's usage message)."""
+    file = tmp_path / "fleet.txt"
+    file.write_text("mine")
+    for args, said in ((("export", str(built), "--to", str(file)), "is not a folder"),
+                       (("query", str(file)), "is not a folder"),
+                       (("query", str(tmp_path / "missing")), "no such dataset folder")):
+        code, out, err = run(*args)
+        assert (code, out) == (2, "") and err == f"audit: {args[-1]}: {said}\n", err
+    assert file.read_text() == "mine" and sorted(p.name for p in tmp_path.iterdir()) == ["fleet.txt"]
+
+
 def test_bad_sources_are_failed_rows_or_usage_errors_as_verify_makes_them(tmp_path: Path, built: Path) -> None:
     dataset = tmp_path / "fleet"
     broken = tmp_path / "broken"

@@ -8,6 +8,7 @@ are cache-report's with the same filters on the same logs."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,8 +28,8 @@ WASTE_BY = ("model", "project", "day")
 def scan(root: Path, table: str) -> pl.LazyFrame:
     """One table of the dataset at `root`, with its partition columns; an empty one when no row was written."""
     if read_manifest(root) is None:
-        raise DshAuditError("is not a dsh-audit dataset (no _manifest.json): write one with audit export",
-                            path=str(root))
+        raise DshAuditError("is not a dsh-audit dataset (no _manifest.json): write one with audit export"
+                            if os.path.lexists(root) else "no such dataset folder", path=str(root))
     folder = root / table
     if not folder.is_dir() or next(folder.rglob("*.parquet"), None) is None:   # no row written yet
         return pl.LazyFrame(schema={**TABLES[table], **PARTITIONS})
