@@ -297,6 +297,10 @@ def test_bad_sources_are_failed_rows_or_usage_errors_as_verify_makes_them(tmp_pa
     assert str(broken / "session.jsonl") in err and str(empty) in err
     code, _, err = run("export", str(tmp_path / "missing"), "--to", str(tmp_path / "other"))
     assert code == run("verify", str(tmp_path / "missing"))[0] == 2 and err.count("\n") == 1
+    assert not (tmp_path / "other").exists()   # refused before a new dataset's folder is made
+    piped = CliRunner().invoke(main, ["export", "-", "--to", str(tmp_path / "other")], input="{}\n")
+    assert piped.exit_code == 2 and piped.stderr.count("\n") == 1 and "standard input" in piped.stderr
+    assert not (tmp_path / "other").exists()
 
 
 def snapshot_files(dataset: Path) -> dict[Path, int]:

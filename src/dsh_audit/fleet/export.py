@@ -116,14 +116,15 @@ def export(sources: Sequence[str | os.PathLike[str] | RemoteSource], root: Path,
            all_generations: bool = False) -> ExportSummary:
     """Export every log below `sources` into the dataset at `root` (made if new); see the module's docstring.
     `engine`: where the logs are read (dsh_audit.engines; default this process). A dataset of a newer format is
-    refused before anything is read or written."""
+    refused before any log is read or anything written."""
     options = options or ExportOptions()
-    dataset = Dataset.open(root)
+    # listed first: SRC that names nothing, or a pipe, is refused before a new dataset's folder is made
     found = discover_logs(list(sources), all_generations=all_generations)
     streams = [str(path) for path in found.files if isinstance(path, Path) and is_stream(path)]
     if streams:
         raise DshAuditError("export reads files, not standard input or a pipe (a log needs a name to be "
                             "exported again)", path=streams[0])
+    dataset = Dataset.open(root)
     run = len(dataset.manifest["runs"])
     summary = ExportSummary(str(root), older_generations=len(found.skipped), ignored=len(found.ignored))
     record = {"started": now(), "dshAudit": dsh_audit_version(), "inputs": [str(s) for s in sources],
