@@ -39,7 +39,7 @@ exported) or a log's cache figures could not be made (its cacheError, as cache-r
 newer dsh-audit, an unwritable dataset or bad usage, 3 internal error, 130 interrupted (what was written stays;
 the next run completes it).""")
 @LOGS_ARGUMENT
-@click.option("--to", "to", required=True, type=click.Path(path_type=Path),   # a file there: one line, from the dataset
+@click.option("--to", "to", required=True, metavar="DIR", type=click.Path(path_type=Path),   # a file: one line
               help="The dataset folder: made if new; a dataset made by audit export is updated in place.")
 @engine_options
 @format_option("table", "json", more="What the run did: logs new, replaced, unchanged, skipped, unreadable.")
