@@ -370,6 +370,18 @@ def test_an_unreadable_log_s_row_names_it_as_verify_does_and_the_page_once(tmp_p
     assert all(item.count("session.jsonl") == 1 for item in listed[0]), listed
 
 
+def test_the_page_of_a_dataset_with_no_log_read_is_refused_as_over_its_logs(tmp_path: Path) -> None:
+    """Every log unreadable: `audit report` over the logs says the first one's error and writes no page, exit 2;
+    over their dataset the same, not an empty page and exit 0."""
+    (tmp_path / "logs" / "torn").mkdir(parents=True)
+    (tmp_path / "logs" / "torn" / "session.jsonl").write_text("{not json\n")
+    run("export", str(tmp_path / "logs"), "--to", str(tmp_path / "fleet"))
+    over_logs = run("report", str(tmp_path / "logs"), "-o", str(tmp_path / "logs.html"))
+    over_dataset = run("report", str(tmp_path / "fleet"), "-o", str(tmp_path / "fleet.html"))
+    assert over_dataset == over_logs and over_logs[0] == 2 and over_logs[2].count("\n") == 1, over_dataset
+    assert not (tmp_path / "fleet.html").exists() and not (tmp_path / "logs.html").exists()
+
+
 def test_a_log_whose_cache_figures_cannot_be_made_is_named_and_exits_2_as_cache_report_does(
         built: Path, tmp_path: Path) -> None:
     """Its verify and header rows are exported; its logs row says why as cacheError; the run names it on stderr
