@@ -382,6 +382,23 @@ def test_the_page_of_a_dataset_with_no_log_read_is_refused_as_over_its_logs(tmp_
     assert not (tmp_path / "fleet.html").exists() and not (tmp_path / "logs.html").exists()
 
 
+def test_a_question_or_page_parses_the_manifest_once(built: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each table a question scans is checked against the manifest, which holds every log (some 700 MB of JSON
+    for a million): parsed once per command, not once per table."""
+    dataset = tmp_path / "fleet"
+    run("export", str(built), "--to", str(dataset))
+    parsed = []
+    monkeypatch.setattr(query, "read_manifest", lambda root: parsed.append(root) or dataset_module.read_manifest(root))
+    for args in (("query", str(dataset)), ("query", str(dataset), "--question", "status", "--model", "x"),
+                 ("report", str(dataset), "-o", str(tmp_path / "fleet.html"))):
+        stamp = (dataset / "_manifest.json").stat().st_mtime_ns + 1
+        os.utime(dataset / "_manifest.json", ns=(stamp, stamp))   # as if saved again: read anew
+        parsed.clear()
+        assert run(*args)[0] == 0
+        assert len(parsed) == 1, args
+
+
 def test_a_log_whose_cache_figures_cannot_be_made_is_named_and_exits_2_as_cache_report_does(
         built: Path, tmp_path: Path) -> None:
     """Its verify and header rows are exported; its logs row says why as cacheError; the run names it on stderr
