@@ -399,6 +399,17 @@ def test_a_question_or_page_parses_the_manifest_once(built: Path, tmp_path: Path
         assert len(parsed) == 1, args
 
 
+def test_the_summary_says_what_it_passed_over_as_verify_s_does(tmp_path: Path) -> None:
+    """An older generation beside its log and a .jsonl file that is no log: both named in the table's summary, in
+    verify's words (they were in the JSON only)."""
+    shutil.copytree(SAMPLE, tmp_path / "logs" / "session")
+    (tmp_path / "logs" / "notes.jsonl").write_text('{"kind": "note"}\n')
+    code, out, _ = run("export", str(tmp_path / "logs"), "--to", str(tmp_path / "fleet"))
+    verified = " ".join(run("verify", str(tmp_path / "logs"))[1].split())
+    said = "1 older generation(s) skipped, 1 file(s) that are not dsh logs ignored"
+    assert code == 0 and said in verified and said in " ".join(out.split()), out
+
+
 def test_a_log_whose_cache_figures_cannot_be_made_is_named_and_exits_2_as_cache_report_does(
         built: Path, tmp_path: Path) -> None:
     """Its verify and header rows are exported; its logs row says why as cacheError; the run names it on stderr

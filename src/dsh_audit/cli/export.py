@@ -71,7 +71,11 @@ def export(logs: tuple[Path | str, ...], to: Path, jobs: int, engine: str, addre
                      f"{summary.replaced} replaced, {summary.unchanged} unchanged, {summary.skipped} skipped (as "
                      f"recorded), {len(summary.unreadable)} unreadable ({summary.kept} of them kept from an "
                      "earlier run)" + (f", {len(summary.without_cache)} without cache figures (cacheError in its "
-                                       "logs row)" if summary.without_cache else ""),
+                                       "logs row)" if summary.without_cache else "")
+                     # what verify's summary says it passed over, in its words
+                     + (f", {summary.older_generations} older generation(s) skipped"
+                        if summary.older_generations else "")
+                     + (f", {summary.ignored} file(s) that are not dsh logs ignored" if summary.ignored else ""),
                      f"{summary.sessions} session(s) in the dataset; cache block {summary.cache_block} "
                      f"({summary.cache_block_basis})"):
             click.echo("\n".join(wrap(line, width, "")))
