@@ -30,7 +30,9 @@ from dsh_audit.fleet.export import export
 from dsh_audit.fleet.unit import ExportedLog, ExportOptions, export_log
 from dsh_audit.generations import generations
 from dsh_audit.reports.filters import CallFilter
-from homebuilder import build_messy_home
+from dsh_audit.reports.query_view import render
+from dsh_audit.reports.views import Terminal
+from homebuilder import SAMPLE, build_messy_home
 from test_fastpath import generate
 from test_filters_everywhere import build_timed_home
 from test_numbers import MARK, every_generation, log_text, write_log
@@ -263,6 +265,19 @@ def test_a_folder_that_is_no_dataset_is_refused(tmp_path: Path, built: Path) -> 
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
 
 
+def test_a_file_or_no_folder_where_a_dataset_is_named_is_one_line(tmp_path: Path, built: Path) -> None:
+    """--to naming a file, and query naming a file or nothing: one line naming it, exit 2, the file unchanged
+    (not click's usage message)."""
+    file = tmp_path / "fleet.txt"
+    file.write_text("mine")
+    for args, said in ((("export", str(built), "--to", str(file)), "is not a folder"),
+                       (("query", str(file)), "is not a folder"),
+                       (("query", str(tmp_path / "missing")), "no such dataset folder")):
+        code, out, err = run(*args)
+        assert (code, out) == (2, "") and err == f"audit: {args[-1]}: {said}\n", err
+    assert file.read_text() == "mine" and sorted(p.name for p in tmp_path.iterdir()) == ["fleet.txt"]
+
+
 def test_bad_sources_are_failed_rows_or_usage_errors_as_verify_makes_them(tmp_path: Path, built: Path) -> None:
     dataset = tmp_path / "fleet"
     broken = tmp_path / "broken"
@@ -280,6 +295,117 @@ def test_bad_sources_are_failed_rows_or_usage_errors_as_verify_makes_them(tmp_pa
     assert str(broken / "session.jsonl") in err and str(empty) in err
     code, _, err = run("export", str(tmp_path / "missing"), "--to", str(tmp_path / "other"))
     assert code == run("verify", str(tmp_path / "missing"))[0] == 2 and err.count("\n") == 1
+    assert not (tmp_path / "other").exists()   # refused before a new dataset's folder is made
+    piped = CliRunner().invoke(main, ["export", "-", "--to", str(tmp_path / "other")], input="{}\n")
+    assert piped.exit_code == 2 and piped.stderr.count("\n") == 1 and "standard input" in piped.stderr
+    assert not (tmp_path / "other").exists()
+
+
+def snapshot_files(dataset: Path) -> dict[Path, int]:
+    """Every written file with its modification time: what a run rewrote."""
+    return {path: path.stat().st_mtime_ns for _, path in written_files(dataset)}
+
+
+def test_a_log_unreadable_past_its_header_fails_every_run_as_verify_fails_it(tmp_path: Path) -> None:
+    """A line past the header that is not JSON: verify calls the log UNREADABLE (exit 2); so does every export
+    run, the second too (it is read again, not skipped as recorded: unchanged, its rows kept as they are), and the
+    summary counts it unreadable."""
+    lines = (SAMPLE / "session.v3.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    log = tmp_path / "logs" / "torn" / "session.v3.jsonl"
+    log.parent.mkdir(parents=True)
+    log.write_text("".join([*lines[:3], "{not json\n", *lines[3:]]), encoding="utf-8")
+    dataset = tmp_path / "fleet"
+    assert run("verify", str(log.parent))[0] == 2
+    for outcome in ("new", "unchanged"):
+        written = snapshot_files(dataset)
+        code, out, err = run("export", str(log.parent), "--to", str(dataset), "--json")
+        document = json.loads(out)
+        assert code == 2 and document[outcome] == 1 and document["skipped"] == 0, (outcome, out)
+        assert [one["input"] for one in document["unreadable"]] == [str(log)]
+        assert document["withoutCacheFigures"] == [] and err.count("\n") == 1
+        assert outcome == "new" or snapshot_files(dataset) == written
+    assert query.scan(dataset, "logs").collect()["status"].to_list() == ["unreadable"]
+
+
+def test_a_relative_source_s_unreadable_logs_are_named_once_each(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """SRC given relative: each stderr line names its log once, by the path verify names it by, not also by its
+    absolute path in front."""
+    for name, text in (("empty", ""), ("torn", "{not json\n")):
+        (tmp_path / "logs" / name).mkdir(parents=True)
+        (tmp_path / "logs" / name / "session.jsonl").write_text(text)
+    (tmp_path / "logs" / "dangling").mkdir()
+    (tmp_path / "logs" / "dangling" / "session.jsonl").symlink_to(tmp_path / "gone.jsonl")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run("export", "logs", "--to", "fleet")
+    lines = err.splitlines()
+    assert code == 2 and len(lines) == 3, err
+    for line in lines:
+        assert line.startswith("audit: logs/") and line.count("session.jsonl") == 1, line
+
+
+def test_an_unreadable_log_s_row_names_it_as_verify_does_and_the_page_once(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """SRC given relative: the `log` of a log that could not be read at all is verify's name for it (as a read
+    log's is), so the fleet page lists it once, `name — why`, as the page over the logs does."""
+    (tmp_path / "logs" / "empty").mkdir(parents=True)
+    (tmp_path / "logs" / "empty" / "session.jsonl").write_text("")
+    (tmp_path / "logs" / "dangling").mkdir()
+    (tmp_path / "logs" / "dangling" / "session.jsonl").symlink_to(tmp_path / "gone.jsonl")
+    (tmp_path / "logs" / "read").mkdir()
+    shutil.copy(SAMPLE / "session.v3.jsonl", tmp_path / "logs" / "read")
+    monkeypatch.chdir(tmp_path)
+    run("export", "logs", "--to", "fleet")
+    verified = json.loads(run("verify", "--json", "logs")[1])["logs"]
+    rows = query.scan(Path("fleet"), "logs").collect()
+    assert sorted(rows["log"]) == sorted(log["log"] for log in verified) == [
+        "logs/dangling/session.jsonl", "logs/empty/session.jsonl", "logs/read/session.v3.jsonl"]
+    for page, source in (("fleet.html", "fleet"), ("logs.html", "logs")):
+        run("report", source, "-o", page)
+    listed = [re.findall(r"<li>(.*?)</li>", Path(page).read_text().split('id="unreadable"')[1].split("</ul>")[0])
+              for page in ("fleet.html", "logs.html")]
+    assert listed[0] == listed[1] and len(listed[0]) == 2, listed
+    assert all(item.count("session.jsonl") == 1 for item in listed[0]), listed
+
+
+def test_the_page_of_a_dataset_with_no_log_read_is_refused_as_over_its_logs(tmp_path: Path) -> None:
+    """Every log unreadable: `audit report` over the logs says the first one's error and writes no page, exit 2;
+    over their dataset the same, not an empty page and exit 0."""
+    (tmp_path / "logs" / "torn").mkdir(parents=True)
+    (tmp_path / "logs" / "torn" / "session.jsonl").write_text("{not json\n")
+    run("export", str(tmp_path / "logs"), "--to", str(tmp_path / "fleet"))
+    over_logs = run("report", str(tmp_path / "logs"), "-o", str(tmp_path / "logs.html"))
+    over_dataset = run("report", str(tmp_path / "fleet"), "-o", str(tmp_path / "fleet.html"))
+    assert over_dataset == over_logs and over_logs[0] == 2 and over_logs[2].count("\n") == 1, over_dataset
+    assert not (tmp_path / "fleet.html").exists() and not (tmp_path / "logs.html").exists()
+
+
+def test_a_question_or_page_parses_the_manifest_once(built: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each table a question scans is checked against the manifest, which holds every log (some 700 MB of JSON
+    for a million): parsed once per command, not once per table."""
+    dataset = tmp_path / "fleet"
+    run("export", str(built), "--to", str(dataset))
+    parsed = []
+    monkeypatch.setattr(query, "read_manifest", lambda root: parsed.append(root) or dataset_module.read_manifest(root))
+    for args in (("query", str(dataset)), ("query", str(dataset), "--question", "status", "--model", "x"),
+                 ("report", str(dataset), "-o", str(tmp_path / "fleet.html"))):
+        stamp = (dataset / "_manifest.json").stat().st_mtime_ns + 1
+        os.utime(dataset / "_manifest.json", ns=(stamp, stamp))   # as if saved again: read anew
+        parsed.clear()
+        assert run(*args)[0] == 0
+        assert len(parsed) == 1, args
+
+
+def test_the_summary_says_what_it_passed_over_as_verify_s_does(tmp_path: Path) -> None:
+    """An older generation beside its log and a .jsonl file that is no log: both named in the table's summary, in
+    verify's words (they were in the JSON only)."""
+    shutil.copytree(SAMPLE, tmp_path / "logs" / "session")
+    (tmp_path / "logs" / "notes.jsonl").write_text('{"kind": "note"}\n')
+    code, out, _ = run("export", str(tmp_path / "logs"), "--to", str(tmp_path / "fleet"))
+    verified = " ".join(run("verify", str(tmp_path / "logs"))[1].split())
+    said = "1 older generation(s) skipped, 1 file(s) that are not dsh logs ignored"
+    assert code == 0 and said in verified and said in " ".join(out.split()), out
 
 
 def test_a_log_whose_cache_figures_cannot_be_made_is_named_and_exits_2_as_cache_report_does(
@@ -348,6 +474,21 @@ def test_the_unit_of_work_is_picklable_and_self_describing(built: Path) -> None:
     assert exported.size == log.stat().st_size and exported.error is None
     assert set(exported.tables) == set(TABLES)
     assert exported.tables["logs"].num_rows == 1 and exported.tables["calls"].num_rows > 0
+
+
+@pytest.mark.parametrize("width", [60, 80])
+def test_query_s_table_keeps_what_waste_is_ranked_by_on_a_narrow_terminal(width: int, built: Path,
+                                                                          tmp_path: Path) -> None:
+    """The counts give way first, not lostUsd (the order of the answer), the cost or the hit ratio; a long
+    project is cut at its start, so every line fits."""
+    dataset = tmp_path / "fleet"
+    run("export", str(built), "--to", str(dataset))
+    answer = query.waste(dataset, "project", CallFilter())
+    answer = pl.concat([answer.with_columns(project=pl.lit("/home/someone/work/" + "deep/" * 12 + "the-project")),
+                        answer.with_columns(project=pl.lit("/tmp"))])
+    lines = render(answer, Terminal(width, color=False), wide=False).splitlines()
+    assert {"project", "hitRatio", "lostUsd", "costUsd"} <= set(lines[0].split()), lines[0]
+    assert all(len(line) <= width for line in lines) and lines[1].lstrip().startswith("…"), lines
 
 
 @pytest.mark.parametrize("question", ["totals", "waste", "breaks", "status"])

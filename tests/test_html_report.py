@@ -446,6 +446,26 @@ def test_a_home_with_unreadable_sessions_names_them_on_the_page(chromium: None, 
         save_whole_page(driver, png(page))
 
 
+@pytest.mark.parametrize("width", [390, 1280])
+def test_a_narrow_window_scrolls_no_page_sideways(chromium: None, width: int, tmp_path: Path, png: Png) -> None:
+    """The page over several logs and the fleet page of their dataset: only a plot or a tall table's own box
+    scrolls sideways, never the page (the costliest collapses' `audit explain` command once pushed it wider than a
+    phone's window)."""
+    from selenium.webdriver.common.by import By
+
+    wild = ROOT / "tests" / "fixtures" / "wild"
+    assert CliRunner().invoke(main, ["export", str(wild), "--to", str(tmp_path / "fleet")]).exit_code == 0
+    for page in (write_report(tmp_path, wild, name="logs.html"), write_report(tmp_path, tmp_path / "fleet")):
+        with browser_session() as driver:
+            load(driver, page)
+            driver.set_window_size(width, 900)
+            assert driver.find_elements(By.ID, "worst-collapses")
+            wide, room = driver.execute_script("const d = document.documentElement; "
+                                               "return [d.scrollWidth, d.clientWidth];")
+            save_whole_page(driver, png(page), width)
+            assert wide <= room, (page.name, wide, room)
+
+
 # -- many logs ---------------------------------------------------------------------------------------------
 def tiny_session(session_id: str, *, collapsing: bool) -> LogBuilder:
     """Two steady turns; a collapsing one adds collapsing_log's three collapses (one unexplained)."""

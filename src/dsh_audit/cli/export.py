@@ -38,7 +38,7 @@ exported) or a log's cache figures could not be made (its cacheError, as cache-r
 newer dsh-audit, an unwritable dataset or bad usage, 3 internal error, 130 interrupted (what was written stays;
 the next run completes it).""")
 @LOGS_ARGUMENT
-@click.option("--to", "to", required=True, type=click.Path(path_type=Path, file_okay=False),
+@click.option("--to", "to", required=True, metavar="DIR", type=click.Path(path_type=Path),   # a file: one line
               help="The dataset folder: made if new; a dataset made by audit export is updated in place.")
 @engine_options
 @format_option("table", "json", more="What the run did: logs new, replaced, unchanged, skipped, unreadable.")
@@ -70,7 +70,11 @@ def export(logs: tuple[Path | str, ...], to: Path, jobs: int, engine: str, addre
                      f"{summary.replaced} replaced, {summary.unchanged} unchanged, {summary.skipped} skipped (as "
                      f"recorded), {len(summary.unreadable)} unreadable ({summary.kept} of them kept from an "
                      "earlier run)" + (f", {len(summary.without_cache)} without cache figures (cacheError in its "
-                                       "logs row)" if summary.without_cache else ""),
+                                       "logs row)" if summary.without_cache else "")
+                     # what verify's summary says it passed over, in its words
+                     + (f", {summary.older_generations} older generation(s) skipped"
+                        if summary.older_generations else "")
+                     + (f", {summary.ignored} file(s) that are not dsh logs ignored" if summary.ignored else ""),
                      f"{summary.sessions} session(s) in the dataset; cache block {summary.cache_block} "
                      f"({summary.cache_block_basis})"):
             click.echo("\n".join(wrap(line, width, "")))

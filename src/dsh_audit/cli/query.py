@@ -34,7 +34,7 @@ Examples:
   audit query fleet/ --since 7d --model deepseek-v4-pro   totals of that model's calls of the last 7 days
 Exit codes: 0 answered, 2 not a dataset (or a newer dsh-audit's), unwritable --out or bad usage, 3 internal
 error.""")
-@click.argument("dataset", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.argument("dataset", type=click.Path(path_type=Path))   # a file or no folder: one line, from the dataset
 @click.option("--question", type=click.Choice(QUESTIONS), default="totals", show_default=True,
               help="totals: cache-report's; waste: hit ratio and what collapses lost per --by; breaks: collapses "
                    "by the header change last before them; status: verify's verdicts per generation.")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from ..errors import DshAuditError
 from ..output import check_output, is_stream, write_output
 from ..reports.views import cost, count
 from ..text import printable
@@ -76,6 +77,8 @@ def report(logs: tuple[Path, ...], session: str | None, out: Path, since: str | 
     if session is None and len(paths) == 1 and is_dataset(paths[0]):
         cache, headers, findings, origins = dataset_parts(paths[0], counted)
         read_count = read_sessions(paths[0])
+        if read_count == 0 and cache.unreadable:   # as over its logs: none read, the first one's error, no page
+            raise DshAuditError(cache.unreadable[0].reason)
         names = page_names(cache.logs)   # explain reads logs, not a dataset's rows: its commands name paths
     else:
         # The cyclic collector stays on: paused over a whole home, each log's cycles were kept to the end (0.5 MB

@@ -147,8 +147,8 @@ class Dataset:
     def put(self, exported: ExportedLog, run: int) -> str:
         """Name one log file in the manifest and buffer its rows in the batch, replacing what it held of an
         earlier version of the file once the batch is written. Returns what was done: new, replaced, unchanged
-        (the same content hash), or kept (it cannot be read now: its rows from an earlier run stay, nothing
-        exported is lost)."""
+        (the same content hash; an unreadable file: and the same error), or kept (it cannot be read now: its rows
+        from an earlier run stay, nothing exported is lost)."""
         before = self.logs.get(exported.key)
         if before is not None and before["status"] == "read":
             if exported.error is not None:
@@ -157,6 +157,9 @@ class Dataset:
             if before["sha256"] == exported.sha256:
                 before.update(mtimeNs=exported.mtime_ns, version=exported.version, run=run)   # touched, not changed
                 return "unchanged"
+        elif before is not None and (before["sha256"], before["error"]) == (exported.sha256, exported.error):
+            before.update(mtimeNs=exported.mtime_ns, version=exported.version, run=run)   # as unreadable as it was
+            return "unchanged"
         if exported.key in self.batch.logs:   # put twice in one batch: the first one's rows are written first
             self.flush()
         self.batch.add(exported, before["files"] if before is not None else [])

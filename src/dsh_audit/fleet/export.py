@@ -119,14 +119,15 @@ def export(sources: Sequence[str | os.PathLike[str] | RemoteSource], root: Path,
            all_generations: bool = False) -> ExportSummary:
     """Export every log below `sources` into the dataset at `root` (made if new); see the module's docstring.
     `engine`: where the logs are read (dsh_audit.engines; default this process). A dataset of a newer format is
-    refused before anything is read or written."""
+    refused before any log is read or anything written."""
     options = options or ExportOptions()
-    dataset = Dataset.open(root)
+    # listed first: SRC that names nothing, or a pipe, is refused before a new dataset's folder is made
     found = discover_logs(list(sources), all_generations=all_generations)
     streams = [str(path) for path in found.files if isinstance(path, Path) and is_stream(path)]
     if streams:
         raise DshAuditError("export reads files, not standard input or a pipe (a log needs a name to be "
                             "exported again)", path=streams[0])
+    dataset = Dataset.open(root)
     run = len(dataset.manifest["runs"])
     summary = ExportSummary(str(root), older_generations=len(found.skipped), ignored=len(found.ignored))
     record = {"started": now(), "dshAudit": dsh_audit_version(), "inputs": [str(s) for s in sources],
@@ -145,8 +146,8 @@ def export(sources: Sequence[str | os.PathLike[str] | RemoteSource], root: Path,
         elif exported.cache_error is not None:
             summary.without_cache.append((exported.file, exported.cache_error))
 
-    for name, why in _not_read(found):
-        done(failed(ExportedLog(log_key(name), name, None, None, None), why))
+    for name, label, why in _not_read(found):
+        done(failed(ExportedLog(log_key(name), name, None, None, None), why, label))
     todo: list[ExportItem] = []
     for file in found.files:
         if file in found.ambiguous:
@@ -186,19 +187,21 @@ def _name(found: Found | Path) -> str:
     return found.url if isinstance(found, RemoteLog) else os.path.abspath(found)
 
 
-def _not_read(found: Discovery) -> Iterator[tuple[str, str]]:
+def _not_read(found: Discovery) -> Iterator[tuple[str, str, str]]:
     """What verify_paths reports as unreadable before reading a log: folders it could not list, links with a
-    log's name, directories with no log, URLs that could not be listed, generations stored twice."""
+    log's name, directories with no log, URLs that could not be listed, generations stored twice; each by its
+    name, as verify names it, and why."""
     for folder, why in sorted(found.unlisted.items()):
-        yield _name(folder), f"{folder}: {why}"
+        yield _name(folder), str(folder), f"{folder}: {why}"
     for link, why in sorted(found.links.items()):
-        yield _name(link), f"{link}: {why}"
+        yield _name(link), str(link), f"{link}: {why}"
     for directory in found.empty:
-        yield _name(directory), f"{directory}: {no_log_below(directory, found)}"
+        yield _name(directory), str(directory), f"{directory}: {no_log_below(directory, found)}"
     for url, error in found.unreachable.items():
-        yield url, str(error)
+        yield url, url, str(error)
     for path, why in found.ambiguous.items():
-        yield _name(path), f"{path}: {why}"
+        label = path.url if isinstance(path, RemoteLog) else str(path)
+        yield _name(path), label, f"{label}: {why}"
 
 
 def _stat(file: Path, found_in: Path | None) -> os.stat_result | None:

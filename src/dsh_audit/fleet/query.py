@@ -8,8 +8,11 @@ are cache-report's with the same filters on the same logs."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
+from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -18,17 +21,33 @@ from ..log_filter import in_project
 from ..reports.cache_report import UNEXPLAINED, report_block
 from ..reports.filters import CallFilter
 from .columns import PARTITIONS, TABLES
-from .dataset import read_manifest
+from .dataset import MANIFEST, read_manifest
 
 QUESTIONS = ("totals", "waste", "breaks", "status")
 WASTE_BY = ("model", "project", "day")
 
 
+def manifest(root: Path) -> dict[str, Any] | None:
+    """The dataset's manifest (dataset.read_manifest), parsed once while its file stays the same: a question
+    scans several tables, each checked against it (a million logs' manifest is some 700 MB of JSON)."""
+    try:
+        status = os.stat(root / MANIFEST)
+        stamp = (status.st_ino, status.st_size, status.st_mtime_ns)
+    except OSError:
+        stamp = None   # read_manifest says what is wrong, if anything
+    return _parsed(root, stamp)
+
+
+@lru_cache(maxsize=1)
+def _parsed(root: Path, stamp: tuple[int, int, int] | None) -> dict[str, Any] | None:
+    return read_manifest(root)
+
+
 def scan(root: Path, table: str) -> pl.LazyFrame:
     """One table of the dataset at `root`, with its partition columns; an empty one when no row was written."""
-    if read_manifest(root) is None:
-        raise DshAuditError("is not a dsh-audit dataset (no _manifest.json): write one with audit export",
-                            path=str(root))
+    if manifest(root) is None:
+        raise DshAuditError("is not a dsh-audit dataset (no _manifest.json): write one with audit export"
+                            if os.path.lexists(root) else "no such dataset folder", path=str(root))
     folder = root / table
     if not folder.is_dir() or next(folder.rglob("*.parquet"), None) is None:   # no row written yet
         return pl.LazyFrame(schema={**TABLES[table], **PARTITIONS})
@@ -96,8 +115,7 @@ def totals(root: Path, chosen: CallFilter | None = None, kept: pl.LazyFrame | No
     logs = (kept.select(logs=pl.struct("key", "log").n_unique().cast(pl.UInt32)) if chosen else
             scan(root, "logs").filter(pl.col("cacheBlock").is_not_null()).select(logs=pl.len()))
     frame = pl.concat([logs, sums], how="horizontal").collect()
-    manifest = read_manifest(root) or {}
-    block, basis = report_block([(str(label), int(size)) for entry in manifest.get("logs", {}).values()
+    block, basis = report_block([(str(label), int(size)) for entry in (manifest(root) or {}).get("logs", {}).values()
                                  for label, size in entry["blocks"]])
     return frame.with_columns(pl.col(pl.UInt32, pl.UInt64).cast(pl.Int64), cacheBlock=pl.lit(block, pl.Int64),
                               cacheBlockBasis=pl.lit(basis))

@@ -24,6 +24,7 @@ from ..errors import DshAuditError
 from ..readers.discover import Found
 from ..readers.found import opener
 from ..readers.objects import RemoteLog
+from ..readers.spool import label_of
 from ..reports.cache_report import judge, log_summary, with_block
 from ..reports.header_diff import LogHeaders, Run, log_headers
 from ..reports.one_walk import OPTIONS, Walked, walk_log
@@ -53,7 +54,7 @@ class ExportedLog:
     mtime_ns: int | None
     rows: dict[str, Columns] = field(default_factory=dict)
     blocks: list[tuple[str, int]] = field(default_factory=list)   # each session's measured cache block
-    error: str | None = None      # the file could not be read at all
+    error: str | None = None      # the file, or a line of it, could not be read (a failed row)
     cache_error: str | None = None   # read, but cache-report's figures could not be made of it (why)
     version: str | None = None    # an object in storage: its ETag or version id, as listed (no mtime_ns then)
 
@@ -124,14 +125,18 @@ def _walked(exported: ExportedLog, path: Path, found_in: Path | None, options: E
             exported.sha256 = digest.hexdigest()
         logs = log_headers(path, found_in, keep=True)
     except (DshAuditError, OSError) as error:
-        why = str(error) if isinstance(error, DshAuditError) else f"{path}: {error.strerror or error}"
-        return failed(exported, why)
+        label = label_of(path)
+        why = str(error) if isinstance(error, DshAuditError) else f"{label}: {error.strerror or error}"
+        return failed(exported, why, label)
     run = Run.of(logs)
     walked: dict[int, Walked] = {}
     for k in range(len(logs)):
         for j in run.order(k):
             walked[j] = walk_log(run, j, options.allow_events, keep_requests=True)
     parts = [walked[k] for k in range(len(logs))]
+    # a line past the header that cannot be read fails the file as verify fails it (UNREADABLE, exit 2): the run
+    # names it, and the next run reads it again instead of skipping it as recorded
+    exported.error = next((one.report.read_error for one in parts if one.report.read_error is not None), None)
     # cache-report reads a file whole or not at all: one session it cannot read leaves the file out
     cache_error = next((str(one.cache_error) for one in parts if one.cache_error is not None), None)
     return _Read(exported, logs, parts, cache_error, [None] * len(parts))
@@ -204,10 +209,11 @@ def _judge(reads: list[_Read]) -> None:
         read.figures[k] = _CacheFigures(mine, frame.height, block, summary | {"cacheBlock": block})
 
 
-def failed(exported: ExportedLog, error: str) -> ExportedLog:
-    """`exported` as one failed `logs` row: the file could not be read."""
+def failed(exported: ExportedLog, error: str, label: str | None = None) -> ExportedLog:
+    """`exported` as one failed `logs` row: the file could not be read. `label`: the path it was reached by, as
+    verify names it and the error does (its `log`; by default its name, `file`)."""
     exported.error = error
-    row = {"key": exported.key, "file": exported.file, "log": exported.file, "sizeBytes": exported.size,
+    row = {"key": exported.key, "file": exported.file, "log": label or exported.file, "sizeBytes": exported.size,
            "sha256": exported.sha256, "status": "unreadable", "readError": error}
     exported.rows = {table: _columns(table, [row] if table == "logs" else []) for table in TABLES}
     return exported

@@ -128,7 +128,7 @@ h1 { font-size: 22px; margin: 20px 0 4px; } h2 { font-size: 16px; margin: 0 0 4p
 h3 { font-size: 14px; margin: 14px 0 4px; }
 .meta, .note, .path { color: #555; } .note, .path { font-size: 12px; }
 section.session, section.board { background: #fff; border: 1px solid #ddd; border-radius: 6px; padding: 14px 16px;
-       margin: 18px 0; }
+       margin: 18px 0; overflow-x: auto; }
 table { border-collapse: collapse; font-size: 13px; width: 100%; }
 th, td { text-align: left; padding: 3px 8px; border-bottom: 1px solid #eee; vertical-align: top; }
 td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }

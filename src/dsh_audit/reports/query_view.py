@@ -1,4 +1,5 @@
-"""`audit query`'s table: any answer's columns in order, fitted to the terminal (the last ones give way first);
+"""`audit query`'s table: any answer's columns in order, fitted to the terminal (the last ones give way first,
+but the money and the ratios);
 costs in USD, ratios in percent, counts grouped."""
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ def render(answer: pl.DataFrame, term: Terminal, *, wide: bool) -> str:
         pairs = [{"name": name, "value": _cell(name, dtype)(row)} for name, dtype in answer.schema.items()]
         shown = [Column("", lambda pair: str(pair["name"])), Column("", lambda pair: str(pair["value"]), squeeze=True)]
         return "\n".join(table(pairs, shown, width=term.width, wide=wide)[1:]) + "\n"
-    columns = [Column(name, _cell(name, dtype), rank=k, right=dtype.is_numeric())
+    # the group, the money (waste and breaks are ranked by what was lost) and the hit ratio are kept longest; the
+    # other columns give way from the last, then text is cut (a project's path at its start: its end names it)
+    columns = [Column(name, _cell(name, dtype), rank=0 if name.endswith(("Usd", "Ratio")) else k,
+                      right=dtype.is_numeric(), squeeze=dtype == pl.String, keep_end=name == "project")
                for k, (name, dtype) in enumerate(answer.schema.items())]
     return "\n".join(table(answer.to_dicts(), columns, width=term.width, wide=wide)) + "\n"
