@@ -8,6 +8,7 @@ are cache-report's with the same filters on the same logs."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -51,6 +52,15 @@ def calls(root: Path, chosen: CallFilter | None = None) -> pl.LazyFrame:
     return scanned
 
 
+def _exact(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` with each cost column, a list of its group's costs (null: none priced), replaced by their exact sum
+    (math.fsum), as cache-report sums them: polars adds floats chunk by chunk and thread by thread, so its sums'
+    last digits hung on the dataset's files, the order a join or group_by gave and the run."""
+    return frame.with_columns(pl.Series(name, [None if costs is None else math.fsum(costs)
+                                               for costs in frame[name].to_list()], pl.Float64)
+                              for name in ("collapseCostUsd", "lostUsd", "costUsd") if name in frame.columns)
+
+
 def _hit_ratio(reads: pl.Expr, fresh: pl.Expr) -> pl.Expr:
     return pl.when((reads + fresh) > 0).then(reads / (reads + fresh))
 
@@ -64,8 +74,7 @@ def _waste(calls: pl.LazyFrame) -> list[pl.Expr]:
             reads.cast(pl.Int64).alias("cacheReadTokens"), fresh.cast(pl.Int64).alias("inputTokens"),
             _hit_ratio(reads, fresh).cast(pl.Float64).alias("hitRatio"),
             (request & pl.col("collapse")).sum().alias("collapses"),
-            pl.col("collapseCostUsd").fill_null(0).sum().alias("lostUsd"),
-            pl.col("costUsd").sum().alias("costUsd")]
+            pl.col("collapseCostUsd").drop_nulls().alias("lostUsd"), pl.col("costUsd").drop_nulls()]
 
 
 def totals(root: Path, chosen: CallFilter | None = None, kept: pl.LazyFrame | None = None) -> pl.DataFrame:
@@ -87,15 +96,15 @@ def totals(root: Path, chosen: CallFilter | None = None, kept: pl.LazyFrame | No
            for name in ("inputTokens", "cacheReadTokens", "outputTokens", "reasoningTokens")},
         hitRatio=_hit_ratio(reads, fresh).cast(pl.Float64),
         collapses=collapse.sum(), unexplained=(collapse & (pl.col("cause") == UNEXPLAINED)).sum(),
-        collapseCostUsd=pl.when(collapse).then(pl.col("collapseCostUsd")).fill_null(0).sum(),
+        collapseCostUsd=pl.col("collapseCostUsd").filter(collapse).drop_nulls().implode(),
         predictionsCompared=(request & pl.col("withinBlock").is_not_null()).sum(),
         predictionsWithinBlock=(request & pl.col("withinBlock").fill_null(False)).sum(),
-        costUsd=pl.when(pl.col("costUsd").is_not_null().any()).then(pl.col("costUsd").sum()),
+        costUsd=pl.when(pl.col("costUsd").is_not_null().any()).then(pl.col("costUsd").drop_nulls().implode()),
         approximate=pl.col("approximate").any(),
     )
     logs = (kept.select(logs=pl.struct("key", "log").n_unique().cast(pl.UInt32)) if chosen else
             scan(root, "logs").filter(pl.col("cacheBlock").is_not_null()).select(logs=pl.len()))
-    frame = pl.concat([logs, sums], how="horizontal").collect()
+    frame = _exact(pl.concat([logs, sums], how="horizontal").collect())
     manifest = read_manifest(root) or {}
     block, basis = report_block([(str(label), int(size)) for entry in manifest.get("logs", {}).values()
                                  for label, size in entry["blocks"]])
@@ -114,8 +123,8 @@ def waste(root: Path, by: str, chosen: CallFilter | None = None) -> pl.DataFrame
         own = own.join(projects, on=["key", "log"], how="left")
     elif by == "day":
         own = own.with_columns(day=pl.from_epoch("timeMs", time_unit="ms").dt.date().cast(pl.String))
-    return (own.group_by(by).agg(_waste(own)).sort(["lostUsd", by], descending=[True, False], nulls_last=True)
-            .collect())
+    return _exact(own.group_by(by).agg(_waste(own)).collect()).sort(["lostUsd", by], descending=[True, False],
+                                                                     nulls_last=True)
 
 
 def breaks(root: Path, chosen: CallFilter | None = None) -> pl.DataFrame:
@@ -125,12 +134,13 @@ def breaks(root: Path, chosen: CallFilter | None = None) -> pl.DataFrame:
     collapses = (calls(root, chosen).filter(pl.col("collapse") & ~pl.col("inherited"))
                  .select("key", "log", "generation", "seq", "cause", "collapseCostUsd").sort("seq"))
     changes = (scan(root, "header_changes").filter(~pl.col("change").is_in(["initial", "unchanged"]))
-               .select("key", "log", "seq", "field", "change").sort("seq"))
+               .select("key", "log", "seq", "field", "change").sort("seq", maintain_order=True))   # a log's as written
     joined = collapses.join_asof(changes, on="seq", by=["key", "log"], strategy="backward", check_sortedness=False)
-    return (joined.group_by("generation", "cause", "field", "change")
-            .agg(collapses=pl.len(), lostUsd=pl.col("collapseCostUsd").fill_null(0).sum(),
-                 logFiles=pl.col("key").n_unique())
-            .sort(["lostUsd", "collapses"], descending=True).collect())
+    groups = ["generation", "cause", "field", "change"]
+    return _exact(joined.group_by(groups).agg(collapses=pl.len(), lostUsd=pl.col("collapseCostUsd").drop_nulls(),
+                                              logFiles=pl.col("key").n_unique()).collect()
+                  ).sort(["lostUsd", "collapses", *groups], descending=[True, True, False, False, False, False],
+                         nulls_last=True)
 
 
 def status(root: Path, chosen: CallFilter | None = None) -> pl.DataFrame:
