@@ -379,10 +379,15 @@ def test_query_s_sums_are_exact_whatever_the_dataset_s_files_and_the_logs_order(
     own = query.scan(one_by_one, "calls").filter(~pl.col("inherited")).collect()
     assert got["costUsd"] == math.fsum(own["costUsd"].drop_nulls().to_list())
     assert got["collapseCostUsd"] == math.fsum(own.filter(pl.col("collapse"))["collapseCostUsd"].drop_nulls().to_list())
-    by_model = json.loads(answers[4])["rows"]
-    for row in by_model:
-        costs = own.filter(pl.col("model") == row["model"])["costUsd"].drop_nulls().to_list()
-        assert row["costUsd"] == math.fsum(costs), row["model"]
+    by_model = {row["model"]: row for row in json.loads(answers[4])["rows"]}
+    for model, row in by_model.items():
+        costs = own.filter(pl.col("model") == model)["costUsd"].drop_nulls().to_list()
+        assert row["costUsd"] == math.fsum(costs), model
+    code, out, _ = run("cache-report", "--by", "model", "--json", *map(str, folders[::-1]))
+    rolled = {row["group"]: row for row in json.loads(out)["rows"]}
+    assert code == 0 and rolled.keys() == by_model.keys()
+    for model, row in rolled.items():
+        assert (row["costUsd"], row["collapseCostUsd"]) == (by_model[model]["costUsd"], by_model[model]["lostUsd"])
 
 
 FILTERS = [("--since", "2026-12-01"), ("--until", "2026-12-01"), ("--model", "deepseek-v4-pro"),

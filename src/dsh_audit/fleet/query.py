@@ -8,7 +8,6 @@ are cache-report's with the same filters on the same logs."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from ..errors import DshAuditError
 from ..log_filter import in_project
 from ..reports.cache_report import UNEXPLAINED, report_block
 from ..reports.filters import CallFilter
+from ..reports.sums import exact_sums
 from .columns import PARTITIONS, TABLES
 from .dataset import read_manifest
 
@@ -50,15 +50,6 @@ def calls(root: Path, chosen: CallFilter | None = None) -> pl.LazyFrame:
                                         for cwd in logs["cwd"]], dtype=pl.Boolean))
         scanned = scanned.join(inside.lazy().select("key", "log"), on=["key", "log"], how="semi")
     return scanned
-
-
-def _exact(frame: pl.DataFrame) -> pl.DataFrame:
-    """`frame` with each cost column, a list of its group's costs (null: none priced), replaced by their exact sum
-    (math.fsum), as cache-report sums them: polars adds floats chunk by chunk and thread by thread, so its sums'
-    last digits hung on the dataset's files, the order a join or group_by gave and the run."""
-    return frame.with_columns(pl.Series(name, [None if costs is None else math.fsum(costs)
-                                               for costs in frame[name].to_list()], pl.Float64)
-                              for name in ("collapseCostUsd", "lostUsd", "costUsd") if name in frame.columns)
 
 
 def _hit_ratio(reads: pl.Expr, fresh: pl.Expr) -> pl.Expr:
@@ -99,12 +90,13 @@ def totals(root: Path, chosen: CallFilter | None = None, kept: pl.LazyFrame | No
         collapseCostUsd=pl.col("collapseCostUsd").filter(collapse).drop_nulls().implode(),
         predictionsCompared=(request & pl.col("withinBlock").is_not_null()).sum(),
         predictionsWithinBlock=(request & pl.col("withinBlock").fill_null(False)).sum(),
-        costUsd=pl.when(pl.col("costUsd").is_not_null().any()).then(pl.col("costUsd").drop_nulls().implode()),
+        costUsd=pl.col("costUsd").drop_nulls().implode(),
         approximate=pl.col("approximate").any(),
     )
     logs = (kept.select(logs=pl.struct("key", "log").n_unique().cast(pl.UInt32)) if chosen else
             scan(root, "logs").filter(pl.col("cacheBlock").is_not_null()).select(logs=pl.len()))
-    frame = _exact(pl.concat([logs, sums], how="horizontal").collect())
+    frame = pl.concat([logs, sums], how="horizontal").collect()   # costs as lists, summed exactly:
+    frame = exact_sums(exact_sums(frame, ["collapseCostUsd"]), ["costUsd"], empty=None)   # none priced: no cost
     manifest = read_manifest(root) or {}
     block, basis = report_block([(str(label), int(size)) for entry in manifest.get("logs", {}).values()
                                  for label, size in entry["blocks"]])
@@ -123,8 +115,8 @@ def waste(root: Path, by: str, chosen: CallFilter | None = None) -> pl.DataFrame
         own = own.join(projects, on=["key", "log"], how="left")
     elif by == "day":
         own = own.with_columns(day=pl.from_epoch("timeMs", time_unit="ms").dt.date().cast(pl.String))
-    return _exact(own.group_by(by).agg(_waste(own)).collect()).sort(["lostUsd", by], descending=[True, False],
-                                                                     nulls_last=True)
+    groups = exact_sums(own.group_by(by).agg(_waste(own)).collect(), ["lostUsd", "costUsd"])
+    return groups.sort(["lostUsd", by], descending=[True, False], nulls_last=True)
 
 
 def breaks(root: Path, chosen: CallFilter | None = None) -> pl.DataFrame:
@@ -136,11 +128,11 @@ def breaks(root: Path, chosen: CallFilter | None = None) -> pl.DataFrame:
     changes = (scan(root, "header_changes").filter(~pl.col("change").is_in(["initial", "unchanged"]))
                .select("key", "log", "seq", "field", "change").sort("seq", maintain_order=True))   # a log's as written
     joined = collapses.join_asof(changes, on="seq", by=["key", "log"], strategy="backward", check_sortedness=False)
-    groups = ["generation", "cause", "field", "change"]
-    return _exact(joined.group_by(groups).agg(collapses=pl.len(), lostUsd=pl.col("collapseCostUsd").drop_nulls(),
-                                              logFiles=pl.col("key").n_unique()).collect()
-                  ).sort(["lostUsd", "collapses", *groups], descending=[True, True, False, False, False, False],
-                         nulls_last=True)
+    by = ["generation", "cause", "field", "change"]
+    groups = exact_sums(joined.group_by(by).agg(collapses=pl.len(), lostUsd=pl.col("collapseCostUsd").drop_nulls(),
+                                                logFiles=pl.col("key").n_unique()).collect(), ["lostUsd"])
+    return groups.sort(["lostUsd", "collapses", *by], descending=[True, True, False, False, False, False],
+                       nulls_last=True)   # ties in the groups' order: the same rows in the same order every run
 
 
 def status(root: Path, chosen: CallFilter | None = None) -> pl.DataFrame:
