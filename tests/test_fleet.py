@@ -6,6 +6,7 @@ completed by the next; a newer dsh-audit's dataset is refused untouched; an unre
 from __future__ import annotations
 
 import json
+import math
 import os
 import pickle
 import re
@@ -504,6 +505,49 @@ def test_query_answers_each_question_in_each_format(question: str, fmt: str, bui
         exported = run("export", str(built), "--to", str(dataset), "--json")
         assert exported == run("export", str(built), "--to", str(dataset), "--format", "json")
         assert exported[0] == 0 and json.loads(exported[1])["schema"] == "dsh-audit/export"
+
+
+def query_answers(dataset: Path) -> list[str]:
+    """Every question's answer as JSON: --by each grouping, and with a filter."""
+    asked = [("--question", "totals"), ("--question", "totals", "--model", "deepseek-v4-pro"),
+             ("--question", "breaks"), ("--question", "status"),
+             *(("--question", "waste", "--by", by) for by in ("model", "project", "day"))]
+    return [run("query", str(dataset), *question, "--json")[1] for question in asked]
+
+
+def test_query_s_sums_are_exact_whatever_the_dataset_s_files_and_the_logs_order(built: Path, bench_like: Path,
+                                                                                tmp_path: Path) -> None:
+    """Costs are summed exactly (math.fsum), as cache-report sums them: a dataset written in one run and one
+    written a log per run, last first (a batch file each, in other folders' order), answer the same bytes, and
+    their totals are cache-report's over the logs given in either order. Polars' float sums, which add chunk by
+    chunk and thread by thread, differed in the last digits with the files, the run and the order of the logs."""
+    copies = [shutil.copytree(folder, tmp_path / f"{folder.name}-{copy}") for copy in range(2)
+              for folder in sorted(bench_like.iterdir())]   # more logs than partitions: files share a folder
+    folders = [*sorted(bench_like.iterdir()), *copies, *sorted(built.iterdir())]
+    at_once, one_by_one = tmp_path / "at-once", tmp_path / "one-by-one"
+    assert run("export", *map(str, folders), "--to", str(at_once), "-j", "2")[0] == 0
+    for folder in reversed(folders):
+        assert run("export", str(folder), "--to", str(one_by_one), "-j", "1")[0] == 0
+    files = [len(list((dataset / "calls").rglob("*.parquet"))) for dataset in (at_once, one_by_one)]
+    assert files[1] > files[0]
+    answers = query_answers(at_once)
+    assert query_answers(one_by_one) == answers and query_answers(at_once) == answers
+    [got] = json.loads(answers[0])["rows"]
+    for given in (folders, folders[::-1]):
+        code, out, _ = run("cache-report", "--rows", "totals", "--json", *map(str, given))
+        assert code == 0 and json.loads(out)["rows"] == [got]
+    own = query.scan(one_by_one, "calls").filter(~pl.col("inherited")).collect()
+    assert got["costUsd"] == math.fsum(own["costUsd"].drop_nulls().to_list())
+    assert got["collapseCostUsd"] == math.fsum(own.filter(pl.col("collapse"))["collapseCostUsd"].drop_nulls().to_list())
+    by_model = {row["model"]: row for row in json.loads(answers[4])["rows"]}
+    for model, row in by_model.items():
+        costs = own.filter(pl.col("model") == model)["costUsd"].drop_nulls().to_list()
+        assert row["costUsd"] == math.fsum(costs), model
+    code, out, _ = run("cache-report", "--by", "model", "--json", *map(str, folders[::-1]))
+    rolled = {row["group"]: row for row in json.loads(out)["rows"]}
+    assert code == 0 and rolled.keys() == by_model.keys()
+    for model, row in rolled.items():
+        assert (row["costUsd"], row["collapseCostUsd"]) == (by_model[model]["costUsd"], by_model[model]["lostUsd"])
 
 
 FILTERS = [("--since", "2026-12-01"), ("--until", "2026-12-01"), ("--model", "deepseek-v4-pro"),

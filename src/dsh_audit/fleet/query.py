@@ -20,6 +20,7 @@ from ..errors import DshAuditError
 from ..log_filter import in_project
 from ..reports.cache_report import UNEXPLAINED, report_block
 from ..reports.filters import CallFilter
+from ..reports.sums import exact_sums
 from .columns import PARTITIONS, TABLES
 from .dataset import MANIFEST, read_manifest
 
@@ -83,8 +84,7 @@ def _waste(calls: pl.LazyFrame) -> list[pl.Expr]:
             reads.cast(pl.Int64).alias("cacheReadTokens"), fresh.cast(pl.Int64).alias("inputTokens"),
             _hit_ratio(reads, fresh).cast(pl.Float64).alias("hitRatio"),
             (request & pl.col("collapse")).sum().alias("collapses"),
-            pl.col("collapseCostUsd").fill_null(0).sum().alias("lostUsd"),
-            pl.col("costUsd").sum().alias("costUsd")]
+            pl.col("collapseCostUsd").drop_nulls().alias("lostUsd"), pl.col("costUsd").drop_nulls()]
 
 
 def totals(root: Path, chosen: CallFilter | None = None, kept: pl.LazyFrame | None = None) -> pl.DataFrame:
@@ -106,15 +106,16 @@ def totals(root: Path, chosen: CallFilter | None = None, kept: pl.LazyFrame | No
            for name in ("inputTokens", "cacheReadTokens", "outputTokens", "reasoningTokens")},
         hitRatio=_hit_ratio(reads, fresh).cast(pl.Float64),
         collapses=collapse.sum(), unexplained=(collapse & (pl.col("cause") == UNEXPLAINED)).sum(),
-        collapseCostUsd=pl.when(collapse).then(pl.col("collapseCostUsd")).fill_null(0).sum(),
+        collapseCostUsd=pl.col("collapseCostUsd").filter(collapse).drop_nulls().implode(),
         predictionsCompared=(request & pl.col("withinBlock").is_not_null()).sum(),
         predictionsWithinBlock=(request & pl.col("withinBlock").fill_null(False)).sum(),
-        costUsd=pl.when(pl.col("costUsd").is_not_null().any()).then(pl.col("costUsd").sum()),
+        costUsd=pl.col("costUsd").drop_nulls().implode(),
         approximate=pl.col("approximate").any(),
     )
     logs = (kept.select(logs=pl.struct("key", "log").n_unique().cast(pl.UInt32)) if chosen else
             scan(root, "logs").filter(pl.col("cacheBlock").is_not_null()).select(logs=pl.len()))
-    frame = pl.concat([logs, sums], how="horizontal").collect()
+    frame = pl.concat([logs, sums], how="horizontal").collect()   # costs as lists, summed exactly:
+    frame = exact_sums(exact_sums(frame, ["collapseCostUsd"]), ["costUsd"], empty=None)   # none priced: no cost
     block, basis = report_block([(str(label), int(size)) for entry in (manifest(root) or {}).get("logs", {}).values()
                                  for label, size in entry["blocks"]])
     return frame.with_columns(pl.col(pl.UInt32, pl.UInt64).cast(pl.Int64), cacheBlock=pl.lit(block, pl.Int64),
@@ -132,8 +133,8 @@ def waste(root: Path, by: str, chosen: CallFilter | None = None) -> pl.DataFrame
         own = own.join(projects, on=["key", "log"], how="left")
     elif by == "day":
         own = own.with_columns(day=pl.from_epoch("timeMs", time_unit="ms").dt.date().cast(pl.String))
-    return (own.group_by(by).agg(_waste(own)).sort(["lostUsd", by], descending=[True, False], nulls_last=True)
-            .collect())
+    groups = exact_sums(own.group_by(by).agg(_waste(own)).collect(), ["lostUsd", "costUsd"])
+    return groups.sort(["lostUsd", by], descending=[True, False], nulls_last=True)
 
 
 def breaks(root: Path, chosen: CallFilter | None = None) -> pl.DataFrame:
@@ -143,12 +144,13 @@ def breaks(root: Path, chosen: CallFilter | None = None) -> pl.DataFrame:
     collapses = (calls(root, chosen).filter(pl.col("collapse") & ~pl.col("inherited"))
                  .select("key", "log", "generation", "seq", "cause", "collapseCostUsd").sort("seq"))
     changes = (scan(root, "header_changes").filter(~pl.col("change").is_in(["initial", "unchanged"]))
-               .select("key", "log", "seq", "field", "change").sort("seq"))
+               .select("key", "log", "seq", "field", "change").sort("seq", maintain_order=True))   # a log's as written
     joined = collapses.join_asof(changes, on="seq", by=["key", "log"], strategy="backward", check_sortedness=False)
-    return (joined.group_by("generation", "cause", "field", "change")
-            .agg(collapses=pl.len(), lostUsd=pl.col("collapseCostUsd").fill_null(0).sum(),
-                 logFiles=pl.col("key").n_unique())
-            .sort(["lostUsd", "collapses"], descending=True).collect())
+    by = ["generation", "cause", "field", "change"]
+    groups = exact_sums(joined.group_by(by).agg(collapses=pl.len(), lostUsd=pl.col("collapseCostUsd").drop_nulls(),
+                                                logFiles=pl.col("key").n_unique()).collect(), ["lostUsd"])
+    return groups.sort(["lostUsd", "collapses", *by], descending=[True, True, False, False, False, False],
+                       nulls_last=True)   # ties in the groups' order: the same rows in the same order every run
 
 
 def status(root: Path, chosen: CallFilter | None = None) -> pl.DataFrame:

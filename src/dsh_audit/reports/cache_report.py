@@ -128,8 +128,9 @@ def measure_block(reads: Iterable[int]) -> int:
 
 def report_block(blocks: list[tuple[str, int]]) -> tuple[int, str]:
     """The report's block and its basis from each log's (label, measured block): the default when no log's own
-    reads contradict it, else the smallest block a log measured, naming the logs that measured one."""
-    measured = [(label, block) for label, block in blocks if block != DEFAULT_BLOCK]
+    reads contradict it, else the smallest block a log measured, naming the logs that measured one, in the order
+    of their labels: the same words whatever the order the logs were read or exported in."""
+    measured = sorted((label, block) for label, block in blocks if block != DEFAULT_BLOCK)
     if not measured:
         return DEFAULT_BLOCK, f"default: {BLOCK_BASIS}; none here contradicts it"
     named = ", ".join(f"{label} ({block})" for label, block in measured[:3]) + (
@@ -443,7 +444,9 @@ _SIDE = _OWN & (pl.col("kind") == "side")
 _COLLAPSED = _REQUEST & pl.col("collapse")
 # Every figure `summarize` gives, in one select: a pass of polars over the calls where filtering them for each
 # figure cost about ten (a small log's few calls). Token sums are summed wider than the column: an Int64 sum wraps
-# silently. A cost sums the priced calls alone: none priced (no usage logged) is not a cost of $0.
+# silently. A cost sums the priced calls alone: none priced (no usage logged) is not a cost of $0. Costs are listed
+# and summed exactly (math.fsum, correctly rounded): polars adds floats chunk by chunk, so its sum's last digits
+# hung on the order of the logs given and on how their rows were split, where a dataset's must equal this one.
 _SUMMED = {
     "own": _OWN.sum(), "requests": _REQUEST.sum(), "compactionCalls": (_OWN & (pl.col("kind") == "compaction")).sum(),
     "sideCalls": _SIDE.sum(), "sideCallTokens": pl.col("estimatedTokens").filter(_SIDE).sum(),
@@ -451,10 +454,10 @@ _SUMMED = {
     **{name: pl.col(name).filter(_OWN).cast(pl.Int128).fill_null(0).sum() for name in _SUMS},
     "collapses": _COLLAPSED.sum(),
     "unexplained": pl.col("cause").filter(_COLLAPSED).eq(UNEXPLAINED).fill_null(False).sum(),
-    "collapseCostUsd": pl.col("collapseCostUsd").filter(_COLLAPSED).fill_null(0).sum(),
+    "collapseCostUsd": pl.col("collapseCostUsd").filter(_COLLAPSED).drop_nulls().implode(),
     "predictionsCompared": pl.col("withinBlock").filter(_REQUEST).is_not_null().sum(),
     "predictionsWithinBlock": pl.col("withinBlock").filter(_REQUEST).sum(),
-    "priced": pl.col("costUsd").filter(_OWN).count(), "costUsd": pl.col("costUsd").filter(_OWN).drop_nulls().sum(),
+    "costUsd": pl.col("costUsd").filter(_OWN).drop_nulls().implode(),
     "approximate": pl.col("approximate").filter(_OWN).any(),
 }
 
@@ -475,9 +478,9 @@ def _summary(sums: dict[str, Any], log: str | None) -> dict[str, Any]:
         "sideCallTokens": int(sums["sideCallTokens"]) if sums["sideUnestimated"] == 0 else None,
         **totals, "hitRatio": _ratio(totals["cacheReadTokens"], totals["inputTokens"]),
         "collapses": sums["collapses"], "unexplained": sums["unexplained"],
-        "collapseCostUsd": float(sums["collapseCostUsd"]), "predictionsCompared": sums["predictionsCompared"],
+        "collapseCostUsd": math.fsum(sums["collapseCostUsd"]), "predictionsCompared": sums["predictionsCompared"],
         "predictionsWithinBlock": int(sums["predictionsWithinBlock"] or 0),
-        "costUsd": float(sums["costUsd"]) if sums["priced"] else None, "approximate": bool(sums["approximate"]),
+        "costUsd": math.fsum(sums["costUsd"]) if sums["costUsd"] else None, "approximate": bool(sums["approximate"]),
     }
 
 

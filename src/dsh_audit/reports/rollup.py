@@ -11,6 +11,7 @@ import polars as pl
 from .cache_report import UNEXPLAINED, CacheReport
 from .filters import logged_time
 from .numbers import checked_total
+from .sums import exact_sums
 
 ROLLUP_VERSION = 1   # of ROLLUP_COLUMNS; docs/cache-report.md says what each holds
 ROLLUPS = ("day", "week", "month", "model", "project")
@@ -43,9 +44,10 @@ def rollup(report: CacheReport, by: str, zone: str = "UTC") -> pl.DataFrame:
         **{name: pl.col(name).cast(pl.Int128).fill_null(0).sum() for name in _SUMS},
         collapses=(collapse & request).sum(),
         unexplained=(collapse & request & (pl.col("cause") == UNEXPLAINED)).sum(),
-        collapseCostUsd=pl.col("collapseCostUsd").filter(collapse & request).fill_null(0).sum(),
-        costUsd=pl.when(pl.col("costUsd").is_not_null().any()).then(pl.col("costUsd").sum()),
+        collapseCostUsd=pl.col("collapseCostUsd").filter(collapse & request).drop_nulls(),
+        costUsd=pl.col("costUsd").drop_nulls(),
     )
+    frame = exact_sums(exact_sums(frame, ["collapseCostUsd"]), ["costUsd"], empty=None)   # none priced: no cost
     for name in _SUMS:   # summed wider than the column, as the totals are: an Int64 sum wraps silently
         checked_total(int(frame.select(pl.col(name).max().fill_null(0)).item()), name, None)
     reads, fresh = pl.col("cacheReadTokens"), pl.col("inputTokens")
