@@ -507,6 +507,15 @@ def test_query_answers_each_question_in_each_format(question: str, fmt: str, bui
         assert exported[0] == 0 and json.loads(exported[1])["schema"] == "dsh-audit/export"
 
 
+@pytest.mark.parametrize("question", ["totals", "breaks", "status"])
+def test_by_with_a_question_that_has_no_groups_is_bad_usage(question: str, built: Path, tmp_path: Path) -> None:
+    """--by groups waste only: given with another question it is refused, not silently ignored."""
+    dataset = tmp_path / "fleet"
+    run("export", str(built), "--to", str(dataset))
+    code, out, err = run("query", str(dataset), "--question", question, "--by", "day")
+    assert (code, out) == (2, "") and f"--question {question} has no groups" in err
+
+
 def query_answers(dataset: Path) -> list[str]:
     """Every question's answer as JSON: --by each grouping, and with a filter."""
     asked = [("--question", "totals"), ("--question", "totals", "--model", "deepseek-v4-pro"),
@@ -613,14 +622,14 @@ def test_export_and_query_outputs_keep_to_their_schemas(built: Path, tmp_path: P
     (broken / "session.jsonl").write_text("{not json\n")
     _, out, _ = run("export", str(built), str(broken), "--to", str(dataset), "--json")
     Draft202012Validator(schema("export")).validate(json.loads(out))
-    for question, by in (("totals", "model"), ("breaks", "model"), ("status", "model"),
-                         *(("waste", by) for by in ("model", "project", "day"))):
-        _, out, _ = run("query", str(dataset), "--question", question, "--by", by, "--json")
+    for question, by in (("totals", ()), ("breaks", ()), ("status", ()),
+                         *(("waste", ("--by", by)) for by in ("model", "project", "day"))):
+        _, out, _ = run("query", str(dataset), "--question", question, *by, "--json")
         document = json.loads(out)
         Draft202012Validator(schema(f"query-{question}")).validate(document)
         assert document["rows"], question
-        parquet = tmp_path / f"{question}-{by}.parquet"
-        run("query", str(dataset), "--question", question, "--by", by, "--out", str(parquet))
+        parquet = tmp_path / f"{question}-{'-'.join(by)}.parquet"
+        run("query", str(dataset), "--question", question, *by, "--out", str(parquet))
         rows = Draft202012Validator({"$ref": "#/$defs/row", "$defs": schema(f"query-{question}")["$defs"]})
         for row in pl.read_parquet(parquet).with_columns(pl.col(pl.Date).cast(pl.String)).iter_rows(named=True):
             rows.validate(row)

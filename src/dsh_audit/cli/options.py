@@ -108,7 +108,7 @@ ALLOW_EVENT_OPTION = click.option(
     "--allow-event", "allow_events", multiple=True, metavar="PATTERN",
     help="An ignorable event type this version does not know, but you do (a glob on the type, e.g. 'acme/*'; "
          "repeatable; also $DSH_AUDIT_ALLOW_EVENTS, space-separated): listed as a note, never a warning, so "
-         "--strict accepts it.")
+         "verify --strict accepts it.")
 
 
 def _codes(_context: click.Context, _param: click.Parameter, codes: tuple[str, ...]) -> tuple[str, ...]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from ..reports.render import FORMATS
 from . import EXIT_CLEAN
@@ -39,7 +40,7 @@ error.""")
               help="totals: cache-report's; waste: hit ratio and what collapses lost per --by; breaks: collapses "
                    "by the header change last before them; status: verify's verdicts per generation.")
 @click.option("--by", type=click.Choice(WASTE_BY), default="model", show_default=True,
-              help="The groups of --question waste: model, project (cwd) or day (UTC).")
+              help="The groups of --question waste (refused with another question): model, project (cwd) or day (UTC).")
 @filter_options
 @format_option(*FORMATS, default=None, more="Without --format, --out's extension decides, else the table.")
 @OUT_OPTION
@@ -57,6 +58,9 @@ def query(dataset: Path, question: str, by: str, since: str | None, until: str |
     from ..reports.render import check_frame_output, write_frame
     from ..sinks import output_format
 
+    by_given = click.get_current_context().get_parameter_source("by") not in (None, ParameterSource.DEFAULT)
+    if by_given and question != "waste":   # refused, not silently ignored
+        raise click.UsageError(f"--by groups --question waste; --question {question} has no groups")
     counted = chosen_filter(since, until, timezone, models, projects)
     chosen = output_format(fmt, out, FORMATS)
     check_frame_output(chosen, out, [])
