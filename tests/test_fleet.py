@@ -5,11 +5,13 @@ completed by the next; a newer dsh-audit's dataset is refused untouched; an unre
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import os
 import pickle
 import re
+import shlex
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -505,6 +507,26 @@ def test_query_answers_each_question_in_each_format(question: str, fmt: str, bui
         exported = run("export", str(built), "--to", str(dataset), "--json")
         assert exported == run("export", str(built), "--to", str(dataset), "--format", "json")
         assert exported[0] == 0 and json.loads(exported[1])["schema"] == "dsh-audit/export"
+
+
+def test_the_page_s_explain_commands_work_from_any_folder(bench_like: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dataset exported from relative paths: its page's `audit explain` commands name each log by its real
+    path, so they explain the collapse run from another folder (they named the path the export was given)."""
+    shutil.copytree(bench_like, tmp_path / "logs")
+    monkeypatch.chdir(tmp_path)
+    run("export", "logs", "--to", "fleet")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    code, _, _ = run("report", str(tmp_path / "fleet"), "-o", "page.html")
+    commands = set(re.findall(r"audit explain ([^<]+)", html.unescape((elsewhere / "page.html").read_text())))
+    assert code == 0 and commands
+    for command in commands:
+        log, call = shlex.split(command)
+        assert Path(log).is_absolute() and Path(log).is_relative_to(tmp_path / "logs"), command
+        explained, said, err = run("explain", log, call)
+        assert explained in (0, 1) and said and not err, command
 
 
 @pytest.mark.parametrize("question", ["totals", "breaks", "status"])

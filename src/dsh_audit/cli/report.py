@@ -64,7 +64,7 @@ def report(logs: tuple[Path, ...], session: str | None, out: Path, since: str | 
     counted, and the sessions that keep any); verify's findings allow events as verify does. A dataset audit export
     wrote (the one LOGS given) is drawn from its tables: the fleet's overview, with the same filters."""
     from ..findings import allowed_events
-    from ..fleet.report import dataset_parts, is_dataset, read_sessions
+    from ..fleet.report import dataset_parts, is_dataset, read_sessions, real_path_targets
     from ..reports.html import page_names, render_report
     from ..reports.one_walk import narrowed, read_once
     from ..reports.ranking import session_prefixes
@@ -79,7 +79,8 @@ def report(logs: tuple[Path, ...], session: str | None, out: Path, since: str | 
         read_count = read_sessions(paths[0])
         if read_count == 0 and cache.unreadable:   # as over its logs: none read, the first one's error, no page
             raise DshAuditError(cache.unreadable[0].reason)
-        names = page_names(cache.logs)   # explain reads logs, not a dataset's rows: its commands name paths
+        # explain reads logs, not a dataset's rows: its commands name the logs' real paths
+        names = page_names(cache.logs, real_path_targets(paths[0]))
     else:
         # The cyclic collector stays on: paused over a whole home, each log's cycles were kept to the end (0.5 MB
         # a log: 1 GB over 1,000 small sessions). read_once pauses it for each log it reads.

@@ -7,6 +7,8 @@ row summed again over its own."""
 
 from __future__ import annotations
 
+import os
+import shlex
 from pathlib import Path
 
 import polars as pl
@@ -38,6 +40,20 @@ def is_dataset(path: Path) -> bool:
 def read_sessions(root: Path) -> int:
     """The session logs of the dataset at `root` cache-report could read (those a page may draw)."""
     return int(scan(root, "logs").filter(pl.col("cacheBlock").is_not_null()).select(pl.len()).collect().item())
+
+
+def real_path_targets(root: Path) -> dict[str, str]:
+    """How the page's `audit explain` commands name each log the export was given by a relative path (its `log`,
+    as verify names it): by the file's real path (`file`), with a store's `#session`, so that they work from any
+    folder, not only the one the export ran in."""
+    rows = (scan(root, "logs").select("log", "file", "sessionId").filter(pl.col("file").is_not_null()).collect())
+    targets = {}
+    for log, file, session_id in rows.iter_rows():
+        if os.path.isabs(log) or "://" in log or log == file:
+            continue
+        store_session = session_id is not None and log.endswith(f"#{session_id}") and not file.endswith(log)
+        targets[log] = shlex.quote(f"{file}#{session_id}" if store_session else file)
+    return targets
 
 
 def dataset_parts(root: Path, chosen: CallFilter | None = None
