@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
+from . import stopping
 from .errors import DshAuditError
 
 if TYPE_CHECKING:
@@ -70,11 +71,19 @@ def map_units(unit: Callable[[T], R], items: Iterable[T], choice: EngineChoice =
     """`unit(item)` for every item, in the order of `items`, on the engine `choice` names."""
     if choice.engine == "dask":
         ready(choice)   # now, not at the first result
-        return _dask(unit, items, choice)
+        return _checked(_dask(unit, items, choice))
     workers = min(choice.workers, len(items)) if isinstance(items, Sized) else choice.workers
     if workers <= 1:
-        return map(unit, items)
-    return _pool(unit, items, workers, _chunk_size(items, workers, choice.chunk_cap), choice.start_method)
+        return _checked(map(unit, items))
+    return _checked(_pool(unit, items, workers, _chunk_size(items, workers, choice.chunk_cap), choice.start_method))
+
+
+def _checked(results: Iterator[R]) -> Iterator[R]:
+    """`results`, a stop Python could not raise where it landed (stopping.check) raised before each: the run
+    ends at its next unit, not at its end."""
+    for result in results:
+        stopping.check()
+        yield result
 
 
 def ready(choice: EngineChoice) -> None:

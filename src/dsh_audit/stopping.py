@@ -89,14 +89,16 @@ _asked: int | None = None   # the signal that asked this process to stop, once o
 def check() -> None:
     """Raise the stop a signal asked for, if one did and was lost on the way (never `told`): CPython's compiler
     drops an exception raised inside it (a signal while a module's source is compiled, with no .pyc yet), and a
-    weakref callback or __del__ hands it to sys.unraisablehook (a signal while importlib drops a module lock)."""
+    weakref callback or __del__ hands it to sys.unraisablehook (a signal while importlib drops a module lock).
+    Called once the command's module is in, before each unit a run maps (engines.map_units: verify, export) or
+    log a report reads (cache-report, report), and when the command returns: a lost stop ends the run there."""
     if _asked is not None:
         raise Stopped(_asked)
 
 
 def _unraisable_unless_stopped(before: Callable[[Any], object]) -> Callable[[Any], None]:
     """A stop raised where Python cannot raise it is not printed as "Exception ignored": it stays asked, and
-    `check` raises it once the command's modules are in (or the command is done). Anything else goes to `before`."""
+    `check` raises it at the next point it is called at. Anything else goes to `before`."""
     def hook(unraisable: Any) -> None:
         if not isinstance(unraisable.exc_value, Stopped):
             before(unraisable)

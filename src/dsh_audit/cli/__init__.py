@@ -178,6 +178,7 @@ class _LazyGroup(click.Group):
             return None
         module, _, attribute = self.lazy[cmd_name][0].partition(":")
         command: click.Command = getattr(importlib.import_module(f"{__package__}.{module}"), attribute)
+        stopping.check()   # a stop lost while the command's module loaded ends the run before the command starts
         return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:

@@ -27,6 +27,7 @@ from typing import Any
 
 import polars as pl
 
+from .. import stopping
 from ..deepseek_wire import to_wire_body
 from ..errors import DshAuditError
 from ..fastpath import Doubt, fast_calls
@@ -518,6 +519,7 @@ def build_cache_report(paths: Iterable[str | os.PathLike[str] | RemoteSource],
     cwds: dict[str, str | None] = {}
 
     def frames_of(file: Path, found_in: Path | None) -> None:
+        stopping.check()   # a stop Python could not raise where it landed ends the run here, not at its end
         real = sidecar_header(file) if options.sidecars else supplied
         read = [(source, _log_frame(source, options, real)) for source in open_logs(file, found_in=found_in)]
         if on_log is not None:

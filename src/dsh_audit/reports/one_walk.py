@@ -17,6 +17,7 @@ from pathlib import Path
 
 import polars as pl
 
+from .. import stopping
 from ..checks import walk_checks
 from ..errors import DshAuditError
 from ..findings import Finding
@@ -125,6 +126,7 @@ class _Reading:
         handed: list[LogReport] = []
 
         def walk_file(file: Path, _found_in: Path | None) -> None:
+            stopping.check()   # a stop Python could not raise where it landed ends the run here, not at its end
             if file not in self.opened:
                 self._open_run(file.parent, found)
             logs = self.opened.pop(file)
