@@ -581,6 +581,19 @@ def test_query_s_sums_are_exact_whatever_the_dataset_s_files_and_the_logs_order(
         assert (row["costUsd"], row["collapseCostUsd"]) == (by_model[model]["costUsd"], by_model[model]["lostUsd"])
 
 
+def test_waste_gives_an_unpriced_model_no_cost_as_cache_report_does(tmp_path: Path) -> None:
+    """A model no price is known for has no cost (null, shown "-"), never $0: waste's groups equal cache-report
+    --by model's, priced or not."""
+    if not (LOGS_ROOT / "manifest.json").exists():
+        pytest.skip(f"shared corpus {LOGS_ROOT} not present")
+    run("export", str(LOGS_ROOT), "--to", str(tmp_path / "fleet"))
+    waste = json.loads(run("query", str(tmp_path / "fleet"), "--question", "waste", "--by", "model", "--json")[1])
+    rolled = json.loads(run("cache-report", "--by", "model", "--json", str(LOGS_ROOT))[1])
+    costs = {row["model"]: (row["costUsd"], row["lostUsd"]) for row in waste["rows"]}
+    assert costs == {row["group"]: (row["costUsd"], row["collapseCostUsd"]) for row in rolled["rows"]}
+    assert None in {cost for cost, _ in costs.values()}, "the corpus logs a model without a price"
+
+
 FILTERS = [("--since", "2026-12-01"), ("--until", "2026-12-01"), ("--model", "deepseek-v4-pro"),
            ("--project", "/work/shop"), ("--project", "/work/shop-api", "--since", "2026-11-01"),
            ("--since", "2026-12-01T08:00", "--until", "2026-12-01T12:03", "--timezone", "UTC"),

@@ -20,7 +20,7 @@ from ..errors import DshAuditError
 from ..log_filter import in_project
 from ..reports.cache_report import UNEXPLAINED, report_block
 from ..reports.filters import CallFilter
-from ..reports.sums import exact_sums
+from ..reports.sums import cost_sums, exact_sums
 from .columns import PARTITIONS, TABLES
 from .dataset import MANIFEST, read_manifest
 
@@ -115,7 +115,7 @@ def totals(root: Path, chosen: CallFilter | None = None, kept: pl.LazyFrame | No
     logs = (kept.select(logs=pl.struct("key", "log").n_unique().cast(pl.UInt32)) if chosen else
             scan(root, "logs").filter(pl.col("cacheBlock").is_not_null()).select(logs=pl.len()))
     frame = pl.concat([logs, sums], how="horizontal").collect()   # costs as lists, summed exactly:
-    frame = exact_sums(exact_sums(frame, ["collapseCostUsd"]), ["costUsd"], empty=None)   # none priced: no cost
+    frame = cost_sums(frame)
     block, basis = report_block([(str(label), int(size)) for entry in (manifest(root) or {}).get("logs", {}).values()
                                  for label, size in entry["blocks"]])
     return frame.with_columns(pl.col(pl.UInt32, pl.UInt64).cast(pl.Int64), cacheBlock=pl.lit(block, pl.Int64),
@@ -133,7 +133,7 @@ def waste(root: Path, by: str, chosen: CallFilter | None = None) -> pl.DataFrame
         own = own.join(projects, on=["key", "log"], how="left")
     elif by == "day":
         own = own.with_columns(day=pl.from_epoch("timeMs", time_unit="ms").dt.date().cast(pl.String))
-    groups = exact_sums(own.group_by(by).agg(_waste(own)).collect(), ["lostUsd", "costUsd"])
+    groups = cost_sums(own.group_by(by).agg(_waste(own)).collect(), lost="lostUsd")
     return groups.sort(["lostUsd", by], descending=[True, False], nulls_last=True)
 
 

@@ -46,6 +46,7 @@ from .numbers import check_numbers, checked_total, is_count
 from .prediction import Predictor, RealHeader, sidecar_header, wire_body
 from .prices import PriceTable, default_table
 from .render import rows_frame
+from .sums import exact_sum
 
 _ROW_BATCH = 2048
 _STACK_EVERY = 64   # logs' frames per stacked frame (_Stack)
@@ -479,9 +480,9 @@ def _summary(sums: dict[str, Any], log: str | None) -> dict[str, Any]:
         "sideCallTokens": int(sums["sideCallTokens"]) if sums["sideUnestimated"] == 0 else None,
         **totals, "hitRatio": _ratio(totals["cacheReadTokens"], totals["inputTokens"]),
         "collapses": sums["collapses"], "unexplained": sums["unexplained"],
-        "collapseCostUsd": math.fsum(sums["collapseCostUsd"]), "predictionsCompared": sums["predictionsCompared"],
+        "collapseCostUsd": exact_sum(sums["collapseCostUsd"], 0.0), "predictionsCompared": sums["predictionsCompared"],
         "predictionsWithinBlock": int(sums["predictionsWithinBlock"] or 0),
-        "costUsd": math.fsum(sums["costUsd"]) if sums["costUsd"] else None, "approximate": bool(sums["approximate"]),
+        "costUsd": exact_sum(sums["costUsd"], None), "approximate": bool(sums["approximate"]),
     }
 
 

@@ -11,7 +11,7 @@ import polars as pl
 from .cache_report import UNEXPLAINED, CacheReport
 from .filters import logged_time
 from .numbers import checked_total
-from .sums import exact_sums
+from .sums import cost_sums
 
 ROLLUP_VERSION = 1   # of ROLLUP_COLUMNS; docs/cache-report.md says what each holds
 ROLLUPS = ("day", "week", "month", "model", "project")
@@ -47,7 +47,7 @@ def rollup(report: CacheReport, by: str, zone: str = "UTC") -> pl.DataFrame:
         collapseCostUsd=pl.col("collapseCostUsd").filter(collapse & request).drop_nulls(),
         costUsd=pl.col("costUsd").drop_nulls(),
     )
-    frame = exact_sums(exact_sums(frame, ["collapseCostUsd"]), ["costUsd"], empty=None)   # none priced: no cost
+    frame = cost_sums(frame)
     for name in _SUMS:   # summed wider than the column, as the totals are: an Int64 sum wraps silently
         checked_total(int(frame.select(pl.col(name).max().fill_null(0)).item()), name, None)
     reads, fresh = pl.col("cacheReadTokens"), pl.col("inputTokens")
