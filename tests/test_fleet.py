@@ -281,6 +281,25 @@ def test_a_file_or_no_folder_where_a_dataset_is_named_is_one_line(tmp_path: Path
     assert file.read_text() == "mine" and sorted(p.name for p in tmp_path.iterdir()) == ["fleet.txt"]
 
 
+def test_a_refused_dataset_is_refused_before_the_sources_are_listed(tmp_path: Path, built: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """--to naming a file, a folder that holds something else or a newer dsh-audit's dataset is refused before
+    SRC is listed (a bucket's listing may take minutes)."""
+    def listed(*_: Any, **__: Any) -> None:
+        raise AssertionError("the sources were listed")
+
+    monkeypatch.setattr(export_module, "discover_logs", listed)
+    file = tmp_path / "fleet.txt"
+    file.write_text("mine")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    for target, said in ((file, "is not a folder"), (other, "is neither a dsh-audit dataset")):
+        code, out, err = run("export", str(built), "--to", str(target))
+        assert (code, out) == (2, "") and err.startswith(f"audit: {target}: {said}"), err
+    assert file.read_text() == "mine" and [p.name for p in other.iterdir()] == ["notes.txt"]
+
+
 def test_bad_sources_are_failed_rows_or_usage_errors_as_verify_makes_them(tmp_path: Path, built: Path) -> None:
     dataset = tmp_path / "fleet"
     broken = tmp_path / "broken"

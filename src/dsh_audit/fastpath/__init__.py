@@ -26,7 +26,7 @@ from ..records import LogSource
 from .calls import read_calls, reading
 from .lines import Doubt
 
-__all__ = ["SWITCH", "Decided", "Doubt", "decide", "fast_calls", "fast_verify"]
+__all__ = ["SWITCH", "Decided", "Doubt", "decide", "fast_calls", "fast_verify", "switched_off"]
 
 SWITCH = "DSH_AUDIT_FAST_PATH"
 
@@ -40,12 +40,17 @@ class Decided(msgspec.Struct, frozen=True):
     lines: DigestLines | None = None   # rebuild --format digest's lines, when asked for (digest_lines)
 
 
+def switched_off() -> bool:
+    """DSH_AUDIT_FAST_PATH=0 in the environment: every log goes to the full verifier and full walk."""
+    return os.environ.get(SWITCH) == "0"
+
+
 def fast_verify(source: LogSource, *, message_prefix: str = "legacy", keep_requests: bool = True,
                 digest_lines: bool = False) -> Decided | None:
     """The verdict of the fast path on a file source, or None when the full verifier must read it (always with
     DSH_AUDIT_FAST_PATH=0 in the environment: for comparisons and bisecting). `digest_lines`: the requests as
     `rebuild --format digest` prints them, in Decided.lines."""
-    if os.environ.get(SWITCH) == "0":
+    if switched_off():
         return None
     verdict = decide(source, message_prefix=message_prefix, keep_requests=keep_requests, digest_lines=digest_lines)
     return verdict if isinstance(verdict, Decided) else None
@@ -56,7 +61,7 @@ def fast_calls(source: LogSource, *, message_prefix: str = "legacy") -> Iterator
     off (DSH_AUDIT_FAST_PATH=0). Iterating raises Doubt wherever the fast verifier doubts: the calls
     handed out before it are then to be dropped, and the log walked in full (reports.cache_report.calls). A check
     without a fast twin does not stop it: cache-report reads no check's findings."""
-    if os.environ.get(SWITCH) == "0":
+    if switched_off():
         return None
     return read_calls(source, message_prefix)
 

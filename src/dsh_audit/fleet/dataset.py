@@ -114,16 +114,31 @@ class Dataset:
     def open(cls, root: Path) -> Dataset:
         """The dataset at `root`, made if the folder is new or empty; a newer format, or a folder that holds
         something else, is refused before anything is written. Leftovers of a crashed run are removed."""
+        return cls.opened(root, cls.checked(root))
+
+    @staticmethod
+    def checked(root: Path) -> dict[str, Any] | None:
+        """The manifest of the dataset at `root`, or None where a new one may be made (no folder, or an empty
+        one); refused as `open` refuses it, nothing written (a run checks --to before it lists its sources)."""
         manifest = read_manifest(root)
+        try:
+            holds_something = manifest is None and root.is_dir() and any(root.iterdir())
+        except OSError as error:
+            raise DatasetError(f"cannot list the folder: {error.strerror or error}", path=str(root)) from None
+        if holds_something:
+            raise DatasetError("is neither a dsh-audit dataset (no _manifest.json) nor empty: name a new or "
+                               "empty folder", path=str(root))
+        return manifest
+
+    @classmethod
+    def opened(cls, root: Path, manifest: dict[str, Any] | None) -> Dataset:
+        """`open` with the manifest `checked` gave."""
         if manifest is None:
             try:
                 root.mkdir(exist_ok=True)
             except OSError as error:
                 raise DatasetError(f"cannot make the dataset folder: {error.strerror or error}",
                                    path=str(root)) from None
-            if any(root.iterdir()):
-                raise DatasetError("is neither a dsh-audit dataset (no _manifest.json) nor empty: name a new or "
-                                   "empty folder", path=str(root))
             dataset = cls(root, {"format": FORMAT, "version": DATASET_VERSION, "logs": {}, "runs": []})
             dataset.save()   # now: a run that stops before its first checkpoint leaves a dataset, not a stray folder
             return dataset

@@ -121,13 +121,14 @@ def export(sources: Sequence[str | os.PathLike[str] | RemoteSource], root: Path,
     `engine`: where the logs are read (dsh_audit.engines; default this process). A dataset of a newer format is
     refused before any log is read or anything written."""
     options = options or ExportOptions()
-    # listed first: SRC that names nothing, or a pipe, is refused before a new dataset's folder is made
+    manifest = Dataset.checked(root)   # a --to refused before a listing (of object storage, maybe) takes its time
+    # listed next: SRC that names nothing, or a pipe, is refused before a new dataset's folder is made
     found = discover_logs(list(sources), all_generations=all_generations)
     streams = [str(path) for path in found.files if isinstance(path, Path) and is_stream(path)]
     if streams:
         raise DshAuditError("export reads files, not standard input or a pipe (a log needs a name to be "
                             "exported again)", path=streams[0])
-    dataset = Dataset.open(root)
+    dataset = Dataset.opened(root, manifest)
     run = len(dataset.manifest["runs"])
     summary = ExportSummary(str(root), older_generations=len(found.skipped), ignored=len(found.ignored))
     record = {"started": now(), "dshAudit": dsh_audit_version(), "inputs": [str(s) for s in sources],

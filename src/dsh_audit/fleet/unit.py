@@ -54,7 +54,7 @@ class ExportedLog:
     mtime_ns: int | None
     rows: dict[str, Columns] = field(default_factory=dict)
     blocks: list[tuple[str, int]] = field(default_factory=list)   # each session's measured cache block
-    error: str | None = None      # the file, or a line of it, could not be read (a failed row)
+    error: str | None = None      # could not be read: whole (a failed row), or past its header (rows kept)
     cache_error: str | None = None   # read, but cache-report's figures could not be made of it (why)
     version: str | None = None    # an object in storage: its ETag or version id, as listed (no mtime_ns then)
 

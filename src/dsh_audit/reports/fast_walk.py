@@ -12,16 +12,14 @@ event's text is searched, which only the full walk reads). The caller then walks
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Iterator
-from typing import Any
 
 import orjson
 import polars as pl
 
 from .. import checks
 from ..errors import DshAuditError
-from ..fastpath import SWITCH, Doubt
+from ..fastpath import Doubt, switched_off
 from ..fastpath.calls import read_calls
 from ..fastpath.verifier import FastVerifier
 from ..header import system_text
@@ -40,7 +38,7 @@ def fast_parts(run: Run, k: int, source: LogSource, start: tuple[Snapshot | None
     """Log `k` of `run` (opened as `source`; `start`: what its first snapshot is diffed against, None when
     header-diff leaves it out) read by the fast path: verify's report, cache-report's unjudged call rows, the
     header-diff rows and the fork points it leaves; None where the fast path declines (the module's docstring)."""
-    if os.environ.get(SWITCH) == "0" or run.watch[k] or checks.without_fast_twin():
+    if switched_off() or run.watch[k] or checks.without_fast_twin():
         return None
     report = LogReport(label=source.label, generation=source.generation.version, keep_requests=keep_requests)
     report.fast_path = True
@@ -76,16 +74,17 @@ def _added(calls: Iterable[Call], report: LogReport) -> Iterator[Call]:
 
 class _Snapshots:
     """The fast verifier's on_header: the header in force and the system head after event `seq`, to the taker,
-    dated by the turn and step last started. The head's text is joined once per head."""
+    dated by the turn and step last started."""
 
     def __init__(self, verifier: FastVerifier, taker: SnapshotTaker) -> None:
         self.verifier, self.taker = verifier, taker
-        self.head_of: tuple[Any, str] = (None, "")
 
     def __call__(self, seq: int) -> None:
         verifier, taker = self.verifier, self.taker
-        message = verifier.system_head
-        if message is not self.head_of[0]:
-            self.head_of = (message, "" if message is None else system_text(orjson.loads(message)))
         taker.turn, taker.step = verifier.last_turn, verifier.last_step
-        taker.see(seq, verifier.header, self.head_of[1])
+        taker.see_head(seq, verifier.header, verifier.system_head, _head_text)
+
+
+def _head_text(message: bytes | None) -> str:
+    """The text of the fast verifier's system head (its message's JSON bytes)."""
+    return "" if message is None else system_text(orjson.loads(message))

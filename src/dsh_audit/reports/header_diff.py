@@ -148,15 +148,19 @@ class SnapshotTaker:
             self.turn, self.step = _int(data.get("turn")), None
         elif event.get("type") == "step/start":
             self.step = _int(data.get("step"))
-        message = walker.system_head
-        if message is not self.head_of[0]:
-            self.head_of = (message, system_text(message))
-        self.see(record.seq, walker.header, self.head_of[1])
+        self.see_head(record.seq, walker.header, walker.system_head, system_text)
         if self.pending:
             text = json.dumps(record.event)
             for session_id in [session_id for session_id in self.pending if session_id in text]:
                 self.pending.discard(session_id)
                 self.points.mentions[session_id] = (record.seq, self.points.last)
+
+    def see_head(self, seq: int, header: HeaderSnapshot | None, message: Any, text_of: Callable[[Any], str]) -> None:
+        """`see`, with the system head as its message (whatever the walk keeps it as), whose text `text_of` joins
+        once per head."""
+        if message is not self.head_of[0]:
+            self.head_of = (message, text_of(message))
+        self.see(seq, header, self.head_of[1])
 
     def see(self, seq: int, header: HeaderSnapshot | None, head: str) -> None:
         """After event `seq`: the header in force and the system head's text (`turn` and `step` already that

@@ -289,6 +289,7 @@ def _fast(run: Run, k: int, source: LogSource, start: tuple[Snapshot | None, str
     parts = fast_parts(run, k, source, start, OPTIONS, keep_requests=keep_requests)
     if parts is None:
         return None
+    source.close()   # the fast path read the file by itself: the source's own stream never started
     report, frame, rows, points = parts
     run.left(k, points)
     return Walked(report, frame, None, rows, origin)
