@@ -790,6 +790,39 @@ def test_a_log_exported_before_and_unreadable_now_keeps_its_rows(built: Path, tm
         assert after[table].equals(before[table]), table
 
 
+def test_a_log_that_vanishes_mid_run_is_one_line_and_loses_nothing_exported(built: Path, tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A log listed when the run is planned and gone when its unit reads it: one line naming it, exit 2, the
+    other logs exported; one exported before (and changed since, so read again) keeps its earlier rows."""
+    logs = tmp_path / "logs"
+    shutil.copytree(built, logs)
+    dataset = tmp_path / "fleet"
+    [known] = (logs / "v2").glob("session*.jsonl")
+    [new] = (logs / "v3").glob("session*.jsonl")
+    new.rename(tmp_path / new.name)   # not there for the first run
+    run("export", str(logs), "--to", str(dataset))
+    before = snapshot(dataset)
+    (tmp_path / new.name).rename(new)
+    known.write_text(known.read_text() + "\n")   # changed: planned for reading again
+    planned = export_module.export_task
+
+    def vanishing(task: list[Any]) -> Any:
+        for log in (known, new):
+            log.unlink(missing_ok=True)
+        return planned(task)
+
+    monkeypatch.setattr(export_module, "export_task", vanishing)
+    code, out, err = run("export", str(logs), "--to", str(dataset), "--json", "-j", "1")
+    summary = json.loads(out)
+    assert code == 2 and (summary["kept"], summary["new"]) == (1, 1), summary
+    assert sorted(err.splitlines()) == sorted(f"audit: {log}: this log cannot be read: No such file or directory"
+                                              for log in (known, new)), err
+    after = snapshot(dataset)
+    for table in TABLES:   # the known log's rows as before; the new one a failed logs row and no other row
+        kept = after[table].filter(pl.col("key") != export_module.log_key(str(new)))
+        assert kept.equals(before[table]), table
+
+
 def doc_blocks(language: str) -> list[str]:
     text = (Path(__file__).resolve().parents[1] / "docs" / "fleet.md").read_text(encoding="utf-8")
     return [block.split("```", 1)[0] for block in text.split(f"```{language}\n")[1:]]
