@@ -10,7 +10,7 @@ See docs/deepseek-wire.md for the rules and their upstream sources.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -290,7 +290,7 @@ def tools_block(tools: list[Json]) -> str:
     return TOOLS_PREAMBLE + schemas + TOOLS_CLOSING
 
 
-def head_segment(system_texts: list[str], tools: list[Json] | None, mode: TemplateMode = TemplateMode()) -> str:
+def head_segment(system_texts: Sequence[str], tools: list[Json] | None, mode: TemplateMode = TemplateMode()) -> str:
     """The first segment: the leading system message(s), run together as the template renders each, with the tool
     block after the first (an empty one stands in when there is none)."""
     texts = list(system_texts) or [""]

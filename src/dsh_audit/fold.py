@@ -200,7 +200,7 @@ class Dispatches:
         return extends_previous, causes, prefix_break_problem(first, extends_previous, causes)
 
 
-def _usage(data: Any) -> dict[str, Any] | None:
+def logged_usage(data: Any) -> dict[str, Any] | None:
     """An event's logged `data.usage`, when it is an object."""
     usage = data.get("usage") if isinstance(data, dict) else None
     return usage if isinstance(usage, dict) else None
@@ -342,7 +342,7 @@ class RequestFold:
                 chunk = record.get("chunk") if isinstance(record, dict) and record.get("type") == "chunk" else None
                 if isinstance(chunk, dict):
                     self._observe_chunk_body(chunk)
-            self.current.usage = priced_usage(True, _usage(data), self.current.usage)
+            self.current.usage = priced_usage(True, logged_usage(data), self.current.usage)
         if event["type"] == "assistant/message":
             self._apply_surface(event, seq)
         return self._close_attempt()
@@ -354,7 +354,7 @@ class RequestFold:
             self._dispatch(step, seq, "first-response-event", line, event_type="assistant/message",
                            time=event.get("time"))
         if self.current is not None:
-            self.current.usage = priced_usage(False, _usage(event.get("data")), self.current.usage)
+            self.current.usage = priced_usage(False, logged_usage(event.get("data")), self.current.usage)
         self._apply_surface(event, seq)
         return self._close_attempt()
 

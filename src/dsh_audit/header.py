@@ -108,7 +108,7 @@ def same_prompt(a: HeaderSnapshot | None, b: HeaderSnapshot | None) -> bool:
         return True
     ca, cb = a.header.get("config") or {}, b.header.get("config") or {}
     if not isinstance(ca, dict) or not isinstance(cb, dict):
-        return dumps(ca) == dumps(cb) and same_envelope(a, b)
+        return same_text(ca, cb) and same_envelope(a, b)
     return (all(_same_json(ca, cb, key) for key in ("provider", "model"))
             and a.header.get("system") == b.header.get("system")
             and same_text(a.header.get("tools") or [], b.header.get("tools") or [])
@@ -119,7 +119,7 @@ def header_equals(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Field-wise equality as the reference defines it; key order matters inside tool schemas."""
     ca, cb = a.get("config") or {}, b.get("config") or {}
     if not isinstance(ca, dict) or not isinstance(cb, dict):
-        return dumps(ca) == dumps(cb)
+        return same_text(ca, cb)
     for key in ("provider", "model", "reasoningEffort", "temperature", "maxTokens", "stop"):
         if not _same_json(ca, cb, key):
             return False
@@ -147,7 +147,7 @@ def changed_fields(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
         for key in dict.fromkeys([*cb, *ca]):
             if not _same_json(cb, ca, key):
                 changed.append(f"config.{key}")
-    elif dumps(cb) != dumps(ca):
+    elif not same_text(cb, ca):
         changed.append("config")
     changed.extend(key for key in ("adapterDefaults", "system", "tools") if not _same_json(before, after, key))
     return changed

@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 
 from .findings import Finding
-from .fold import RebuiltRequest
+from .fold import RebuiltRequest, logged_usage
 from .readers.jsonvalue import parse_json
 from .records import LogRecord
 
@@ -58,7 +58,7 @@ def other_call(kind: str, event: dict[str, Any], seq: int) -> OtherCall | None:
     """The call a compaction/summary, a session/title-llm-request, or an assistant/message that closed no
     request, stands for (None: a response with no usage logged, which has nothing to price)."""
     data = _dict(event.get("data"))
-    usage = data.get("usage") if isinstance(data.get("usage"), dict) else None
+    usage = logged_usage(data)
     time = json_int(event.get("time"))
     if kind == "session/title-llm-request":
         route = _dict(data.get("route"))

@@ -26,7 +26,7 @@ from ..records import LogSource
 from .calls import read_calls, reading
 from .lines import Doubt
 
-__all__ = ["SWITCH", "Decided", "Doubt", "decide", "fast_calls", "fast_verify", "switched_off"]
+__all__ = ["SWITCH", "Decided", "Doubt", "decide", "fast_calls", "fast_verify", "leaves_verdicts", "switched_off"]
 
 SWITCH = "DSH_AUDIT_FAST_PATH"
 
@@ -43,6 +43,12 @@ class Decided(msgspec.Struct, frozen=True):
 def switched_off() -> bool:
     """DSH_AUDIT_FAST_PATH=0 in the environment: every log goes to the full verifier and full walk."""
     return os.environ.get(SWITCH) == "0"
+
+
+def leaves_verdicts() -> bool:
+    """Whether every verdict is the full verifier's: the fast path is switched off, or a check has no fast twin
+    (decide says which)."""
+    return switched_off() or bool(checks.without_fast_twin())
 
 
 def fast_verify(source: LogSource, *, message_prefix: str = "legacy", keep_requests: bool = True,

@@ -17,9 +17,8 @@ from collections.abc import Iterable, Iterator
 import orjson
 import polars as pl
 
-from .. import checks
 from ..errors import DshAuditError
-from ..fastpath import Doubt, switched_off
+from ..fastpath import Doubt, leaves_verdicts
 from ..fastpath.calls import read_calls
 from ..fastpath.verifier import FastVerifier
 from ..header import system_text
@@ -38,7 +37,7 @@ def fast_parts(run: Run, k: int, source: LogSource, start: tuple[Snapshot | None
     """Log `k` of `run` (opened as `source`; `start`: what its first snapshot is diffed against, None when
     header-diff leaves it out) read by the fast path: verify's report, cache-report's unjudged call rows, the
     header-diff rows and the fork points it leaves; None where the fast path declines (the module's docstring)."""
-    if switched_off() or run.watch[k] or checks.without_fast_twin():
+    if leaves_verdicts() or run.watch[k]:
         return None
     report = LogReport(label=source.label, generation=source.generation.version, keep_requests=keep_requests)
     report.fast_path = True

@@ -108,9 +108,10 @@ class Expectation:
     notes: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class _Envelope:
-    """A header's part of the prompt: its system prompt and tools on the wire, and what is missing from them."""
+    """A header's part of the prompt: its system prompt and tools on the wire, and what is missing from them.
+    Hashed by identity (eq=False): an envelope is made once per header and memoised as itself (_head_segment)."""
 
     system: list[str]
     tools: list[Any] | None
@@ -169,19 +170,11 @@ def _head_tokens(segment: str) -> int:
     return count_tokens(segment)
 
 
-_HEADS: dict[tuple[int, tuple[str, ...]], tuple[_Envelope, str]] = {}   # by the envelope's id: it is kept alive
-
-
-def _head_segment(envelope: _Envelope, system: list[str]) -> str:
+@lru_cache(maxsize=SHARED_HEADS)
+def _head_segment(envelope: _Envelope, system: tuple[str, ...]) -> str:
     """head_segment of an envelope's tools and these system texts, rendered once per process for each (a shared
     envelope's tools are rendered once, not once per log)."""
-    key = (id(envelope), tuple(system))
-    held = _HEADS.get(key)
-    if held is None or held[0] is not envelope:
-        if len(_HEADS) >= SHARED_HEADS:
-            _HEADS.clear()
-        held = _HEADS[key] = (envelope, head_segment(system, envelope.tools, envelope.mode))
-    return held[1]
+    return head_segment(system, envelope.tools, envelope.mode)
 
 
 def _real_body(request: RebuiltRequest, real: RealHeader) -> dict[str, Any]:
@@ -396,7 +389,7 @@ class Predictor:
                 system.append(content)
             index += 1
         if self._head_memo is None or self._head_memo[0] is not envelope or self._head_memo[1] != system:
-            self._head_memo = (envelope, system, _head_segment(envelope, system))
+            self._head_memo = (envelope, system, _head_segment(envelope, tuple(system)))
         return self._head_memo[2], index, scrubbed
 
     def _wire_of(self, message: bytes, model: Any) -> list[Any]:
