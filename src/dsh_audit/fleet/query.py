@@ -18,7 +18,7 @@ import polars as pl
 
 from ..errors import DshAuditError
 from ..log_filter import in_project
-from ..reports.cache_report import UNEXPLAINED, report_block
+from ..reports.cache_report import TOTAL_COLUMNS, report_block, summarize
 from ..reports.filters import CallFilter
 from ..reports.sums import cost_sums, exact_sums
 from .columns import PARTITIONS, TABLES
@@ -92,34 +92,12 @@ def totals(root: Path, chosen: CallFilter | None = None, kept: pl.LazyFrame | No
     filter, over the calls it keeps (`kept`, where the caller has read them already), and the logs that keep any
     (the cache block stays the run's)."""
     kept = calls(root, chosen) if kept is None else kept
-    own = kept.filter(~pl.col("inherited"))
-    request, compaction, side = (pl.col("kind") == kind for kind in ("request", "compaction", "side"))
-    reads = pl.col("cacheReadTokens").cast(pl.Int128).fill_null(0).sum()
-    fresh = pl.col("inputTokens").cast(pl.Int128).fill_null(0).sum()
-    collapse = request & pl.col("collapse")
-    sums = own.select(
-        requests=request.sum(), compactionCalls=compaction.sum(),
-        otherCalls=(~request & ~compaction & ~side).sum(), sideCalls=side.sum(),
-        sideCallTokens=pl.when(~(side & pl.col("estimatedTokens").is_null()).any())   # cache-report: none if one
-        .then(pl.when(side).then(pl.col("estimatedTokens")).sum()),
-        **{name: pl.col(name).cast(pl.Int128).fill_null(0).sum().cast(pl.Int64)
-           for name in ("inputTokens", "cacheReadTokens", "outputTokens", "reasoningTokens")},
-        hitRatio=_hit_ratio(reads, fresh).cast(pl.Float64),
-        collapses=collapse.sum(), unexplained=(collapse & (pl.col("cause") == UNEXPLAINED)).sum(),
-        collapseCostUsd=pl.col("collapseCostUsd").filter(collapse).drop_nulls().implode(),
-        predictionsCompared=(request & pl.col("withinBlock").is_not_null()).sum(),
-        predictionsWithinBlock=(request & pl.col("withinBlock").fill_null(False)).sum(),
-        costUsd=pl.col("costUsd").drop_nulls().implode(),
-        approximate=pl.col("approximate").any(),
-    )
-    logs = (kept.select(logs=pl.struct("key", "log").n_unique().cast(pl.UInt32)) if chosen else
-            scan(root, "logs").filter(pl.col("cacheBlock").is_not_null()).select(logs=pl.len()))
-    frame = pl.concat([logs, sums], how="horizontal").collect()   # costs as lists, summed exactly:
-    frame = cost_sums(frame)
+    logs = (kept.select(pl.struct("key", "log").n_unique()) if chosen else
+            scan(root, "logs").filter(pl.col("cacheBlock").is_not_null()).select(pl.len())).collect().item()
     block, basis = report_block([(str(label), int(size)) for entry in (manifest(root) or {}).get("logs", {}).values()
                                  for label, size in entry["blocks"]])
-    return frame.with_columns(pl.col(pl.UInt32, pl.UInt64).cast(pl.Int64), cacheBlock=pl.lit(block, pl.Int64),
-                              cacheBlockBasis=pl.lit(basis))
+    row = {"logs": logs, **summarize(kept), "cacheBlock": block, "cacheBlockBasis": basis}
+    return pl.DataFrame([row], schema=TOTAL_COLUMNS, orient="row")
 
 
 def waste(root: Path, by: str, chosen: CallFilter | None = None) -> pl.DataFrame:

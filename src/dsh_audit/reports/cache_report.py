@@ -464,10 +464,11 @@ _SUMMED = {
 }
 
 
-def summarize(calls_frame: pl.DataFrame, log: str | None = None) -> dict[str, Any]:
+def summarize(calls_frame: pl.DataFrame | pl.LazyFrame, log: str | None = None) -> dict[str, Any]:
     """Totals over own calls only: a child log's inherited requests were paid for by its parent. `log` names the
-    one log summed, if one is."""
-    return _summary(calls_frame.select(**_SUMMED).row(0, named=True), log)
+    one log summed, if one is. A lazy frame (a dataset's calls) is collected as its sums."""
+    summed = calls_frame.select(**_SUMMED)
+    return _summary((summed.collect() if isinstance(summed, pl.LazyFrame) else summed).row(0, named=True), log)
 
 
 def _summary(sums: dict[str, Any], log: str | None) -> dict[str, Any]:
