@@ -8,7 +8,6 @@ from pathlib import Path
 
 import click
 
-from ..errors import DshAuditError
 from ..output import check_output, is_stream, write_output
 from ..reports.views import cost, count
 from ..text import printable
@@ -64,7 +63,7 @@ def report(logs: tuple[Path, ...], session: str | None, out: Path, since: str | 
     counted, and the sessions that keep any); verify's findings allow events as verify does. A dataset audit export
     wrote (the one LOGS given) is drawn from its tables: the fleet's overview, with the same filters."""
     from ..findings import allowed_events
-    from ..fleet.report import dataset_parts, is_dataset, read_sessions, real_path_targets
+    from ..fleet.report import dataset_parts, is_dataset
     from ..reports.html import page_names, render_report
     from ..reports.one_walk import narrowed, read_once
     from ..reports.ranking import session_prefixes
@@ -75,12 +74,10 @@ def report(logs: tuple[Path, ...], session: str | None, out: Path, since: str | 
     paths, older = selection.paths, selection.superseded
     check_output(out, inputs=selection.inputs, what="the report")   # before the work
     if session is None and len(paths) == 1 and is_dataset(paths[0]):
-        cache, headers, findings, origins = dataset_parts(paths[0], counted)
-        read_count = read_sessions(paths[0])
-        if read_count == 0 and cache.unreadable:   # as over its logs: none read, the first one's error, no page
-            raise DshAuditError(cache.unreadable[0].reason)
-        # explain reads logs, not a dataset's rows: its commands name the logs' real paths
-        names = page_names(cache.logs, real_path_targets(paths[0]))
+        page = dataset_parts(paths[0], counted)
+        cache, headers, findings, origins, read_count = (page.report, page.headers, page.findings, page.origins,
+                                                         page.read_count)
+        names = page_names(cache.logs, page.targets)
     else:
         # The cyclic collector stays on: paused over a whole home, each log's cycles were kept to the end (0.5 MB
         # a log: 1 GB over 1,000 small sessions). read_once pauses it for each log it reads.

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
+from ..errors import DshAuditError
 from ..findings import Finding
 from ..readers.discover import Unreadable
 from ..readers.home import SessionOrigin
@@ -37,16 +39,24 @@ def is_dataset(path: Path) -> bool:
     return path.is_dir() and (path / MANIFEST).is_file()
 
 
-def read_sessions(root: Path) -> int:
-    """The session logs of the dataset at `root` cache-report could read (those a page may draw)."""
-    return int(scan(root, "logs").filter(pl.col("cacheBlock").is_not_null()).select(pl.len()).collect().item())
+@dataclass(frozen=True, slots=True)
+class DatasetPage:
+    """render_report's arguments from a dataset (`dataset_parts`), with how many session logs cache-report read
+    (`read_count`, before a filter) and how the page's `audit explain` commands name each log (`targets`)."""
+
+    report: CacheReport
+    headers: pl.DataFrame
+    findings: VerifyFindings
+    origins: dict[str, SessionOrigin]
+    read_count: int
+    targets: dict[str, str]
 
 
-def real_path_targets(root: Path) -> dict[str, str]:
+def _real_path_targets(all_logs: pl.DataFrame) -> dict[str, str]:
     """How the page's `audit explain` commands name each log the export was given by a relative path (its `log`,
     as verify names it): by the file's real path (`file`), with a store's `#session`, so that they work from any
-    folder, not only the one the export ran in."""
-    rows = (scan(root, "logs").select("log", "file", "sessionId").filter(pl.col("file").is_not_null()).collect())
+    folder, not only the one the export ran in (explain reads logs, not a dataset's rows)."""
+    rows = all_logs.select("log", "file", "sessionId").filter(pl.col("file").is_not_null())
     targets = {}
     for log, file, session_id in rows.iter_rows():
         if os.path.isabs(log) or "://" in log or log == file:
@@ -56,14 +66,15 @@ def real_path_targets(root: Path) -> dict[str, str]:
     return targets
 
 
-def dataset_parts(root: Path, chosen: CallFilter | None = None
-                  ) -> tuple[CacheReport, pl.DataFrame, VerifyFindings, dict[str, SessionOrigin]]:
+def dataset_parts(root: Path, chosen: CallFilter | None = None) -> DatasetPage:
     """render_report's arguments from the dataset at `root`: the cache report (every log's row, the totals, the
     calls of the sessions drawn and every collapse), the drawn sessions' header changes, verify's findings (the
     drawn sessions' first ones, every one counted) and each session's origin; of the calls `chosen` keeps and the
-    logs that keep any, if given."""
+    logs that keep any, if given. As over logs (one_walk.read_once), a dataset none of whose logs could be read
+    has no page: the first one's reason is raised."""
     all_logs = scan(root, "logs").collect()
     read = all_logs.filter(pl.col("cacheBlock").is_not_null())
+    read_count = read.height
     logs = read.select([pl.col(CACHE_RENAMED.get(name, name)).alias(name) for name in LOG_COLUMNS])
     findings = scan(root, "findings")
     kept_calls, kept = scan(root, "calls"), pl.lit(True)
@@ -89,10 +100,12 @@ def dataset_parts(root: Path, chosen: CallFilter | None = None
              "text": Finding(row["code"], row["message"], row["severity"], row["seq"], row["line"],
                              row["eventType"], bool(row["rejects"]), row["log"]).render()}
             for row in shown.iter_rows(named=True)]
-    unread = all_logs.filter(pl.col("cacheBlock").is_null()).iter_rows(named=True)
-    report = CacheReport(drawn_calls, logs, totals(root, chosen, kept_calls if chosen else None),
-                         unreadable=[Unreadable(row["log"], row["readError"] or row["cacheError"] or "")
-                                     for row in unread])
+    unread = [Unreadable(row["log"], row["readError"] or row["cacheError"] or "")
+              for row in all_logs.filter(pl.col("cacheBlock").is_null()).iter_rows(named=True)]
+    if read_count == 0 and unread:
+        raise DshAuditError(unread[0].reason)
+    report = CacheReport(drawn_calls, logs, totals(root, chosen, kept_calls if chosen else None), unreadable=unread)
     origins = {row["log"]: SessionOrigin(row["createdMs"], row["cwd"]) for row in read.iter_rows(named=True)}
-    return report, headers, VerifyFindings(pl.DataFrame(rows, schema=FINDING_COLUMNS, orient="row"), tally), origins
+    return DatasetPage(report, headers, VerifyFindings(pl.DataFrame(rows, schema=FINDING_COLUMNS, orient="row"), tally),
+                       origins, read_count, _real_path_targets(all_logs))
 
